@@ -1,0 +1,120 @@
+package testenv
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// Nobody is the unprivileged identity the suites re-run themselves as.
+const (
+	NobodyUID = 65534
+	NobodyGID = 65534
+)
+
+// asUserVar marks a test binary that was re-run by RunAsUser, so that the
+// copy runs the test body instead of re-running itself again.
+const asUserVar = "MOAT_TEST_AS_USER"
+
+var (
+	copyOnce sync.Once
+	copyPath string
+	copyErr  error
+)
+
+// ReRun reports whether this process is the copy of the test binary that
+// RunAsUser started.
+func ReRun() bool { return os.Getenv(asUserVar) != "" }
+
+// RunAsUser runs the current test again in a copy of the test binary as the
+// given uid and gid, and fails t if that run fails. It returns true when the
+// caller is the original process, which should then return; it returns false
+// in the re-run copy (or when the process already is that user), where the
+// caller goes on with the test body.
+//
+//	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) { return }
+//
+// Switching identity needs root; without it the test skips (see Skipf). The
+// binary is copied once per process into a fresh 0755 directory, because the
+// go test build directory is not reachable by other users.
+func RunAsUser(t *testing.T, uid, gid int) bool {
+	t.Helper()
+	if os.Geteuid() == uid || ReRun() {
+		return false
+	}
+	if os.Geteuid() != 0 {
+		Skipf(t, "switching to uid %d needs root", uid)
+	}
+	bin, err := userCopy()
+	if err != nil {
+		t.Fatalf("copy the test binary for uid %d: %v", uid, err)
+	}
+	cmd := exec.Command(bin, "-test.run="+runPattern(t.Name()), "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), asUserVar+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	out, err := cmd.CombinedOutput()
+	t.Logf("re-run as uid %d:\n%s", uid, out)
+	if err != nil {
+		t.Fatalf("re-run as uid %d failed: %v", uid, err)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+t.Name()) && !strings.Contains(string(out), "--- SKIP: "+t.Name()) {
+		t.Fatalf("re-run as uid %d did not run %s", uid, t.Name())
+	}
+	if strings.Contains(string(out), "--- SKIP: "+t.Name()) {
+		Skipf(t, "the re-run as uid %d skipped", uid)
+	}
+	return true
+}
+
+// runPattern turns a (sub)test name into a -test.run pattern that matches it
+// exactly, level by level.
+func runPattern(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
+}
+
+func userCopy() (string, error) {
+	copyOnce.Do(func() {
+		copyPath, copyErr = copyExecutable()
+	})
+	return copyPath, copyErr
+}
+
+func copyExecutable() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find test binary: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "moat-test-bin-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(dir, filepath.Base(self))
+	in, err := os.Open(self)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return "", err
+	}
+	return dst, out.Close()
+}

@@ -1,0 +1,31 @@
+package seccomp
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Load installs p on the calling process with seccomp(2)
+// SECCOMP_SET_MODE_FILTER and SECCOMP_FILTER_FLAG_TSYNC, so every thread of
+// the Go runtime gets it, not only the calling one.
+//
+// Preconditions: no_new_privs is already set (PR_SET_NO_NEW_PRIVS), or the
+// caller has CAP_SYS_ADMIN in its user namespace; the filter is irreversible,
+// so this is for the sandbox child (or a re-exec'd test binary) only.
+// See seccomp(2) and Documentation/userspace-api/seccomp_filter.rst.
+func Load(p Program) error {
+	if len(p) == 0 {
+		return fmt.Errorf("load seccomp program: empty program")
+	}
+	prog := unix.SockFprog{Len: uint16(len(p)), Filter: &p[0]}
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
+	runtime.KeepAlive(p)
+	if errno != 0 {
+		return fmt.Errorf("load seccomp program: %w", errno)
+	}
+	return nil
+}
