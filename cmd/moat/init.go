@@ -1,0 +1,6 @@
+package main
+
+// initSandbox turns this process into the sandbox init when it was started
+// as one; the native sandbox lands with nsexec and replaces this with
+// nsexec.Init().
+func initSandbox() {}
