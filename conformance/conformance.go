@@ -61,17 +61,29 @@ type Config struct {
 // Factory builds the provider under test for one check.
 type Factory func(t *testing.T, cfg Config) executor.Provider
 
-// Run runs every check against providers built by newProvider.
-func Run(t *testing.T, newProvider Factory) {
+// Run runs every reference check, then every isolation check the provider
+// claims, against providers built by newProvider.
+func Run(t *testing.T, newProvider Factory, opts ...Option) {
 	t.Helper()
+	var rc runConfig
+	for _, o := range opts {
+		o(&rc)
+	}
 	runner, err := runnerPath()
 	if err != nil {
 		t.Fatalf("conformance: prepare the runner program: %v", err)
 	}
 	for _, c := range checks {
 		t.Run(c.id+"_"+c.name, func(t *testing.T) {
-			k := &kit{t: t, id: c.id, runner: runner, factory: newProvider}
-			c.run(k)
+			c.run(&kit{t: t, id: c.id, runner: runner, factory: newProvider})
+		})
+	}
+	for _, c := range isolationChecks {
+		t.Run(c.id+"_"+c.name, func(t *testing.T) {
+			if !c.claim(rc.isolation) {
+				t.Skipf("the provider does not claim this isolation")
+			}
+			c.run(&kit{t: t, id: c.id, runner: runner, factory: newProvider})
 		})
 	}
 }

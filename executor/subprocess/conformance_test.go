@@ -1,6 +1,9 @@
 package subprocess_test
 
 import (
+	"os"
+	"os/exec"
+	"regexp"
 	"testing"
 
 	"github.com/moat-sandbox/moat/conformance"
@@ -30,3 +33,31 @@ func newProvider(t *testing.T, cfg conformance.Config) executor.Provider {
 }
 
 func TestConformance(t *testing.T) { conformance.Run(t, newProvider) }
+
+// The isolation checks must be able to fail: the subprocess provider
+// isolates nothing, so claiming everything for it must fail every one of
+// them. The false claim runs in a child copy of the test binary.
+func TestIsolationChecksCatchAnUnisolatedProvider(t *testing.T) {
+	if os.Getenv("MOAT_TEST_FALSE_CLAIM") == "1" {
+		conformance.Run(t, newProvider, conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true}))
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^TestIsolationChecksCatchAnUnisolatedProvider$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), "MOAT_TEST_FALSE_CLAIM=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("claiming isolation for the subprocess provider passed:\n%s", out)
+	}
+	for _, id := range []string{"i1_", "i2_", "i3_", "i4_", "i5_", "i6_", "i7_", "i8_"} {
+		if !regexp.MustCompile(`--- FAIL: \S+/` + id).Match(out) {
+			t.Errorf("isolation check %s did not fail for an unisolated provider", id)
+		}
+	}
+	if t.Failed() {
+		t.Logf("child output:\n%s", out)
+	}
+}

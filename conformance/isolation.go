@@ -1,0 +1,245 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/ledger"
+)
+
+// Isolation is what a provider claims to isolate. Each isolation check
+// needs one claim; a check whose claim is false skips and says so (that is
+// not a missing host capability, so it skips even under MOAT_REQUIRE_ALL).
+type Isolation struct {
+	// Filesystem: host files outside the binds are invisible, the root is
+	// read-only, /work is the fresh writable cwd inside the root.
+	Filesystem bool
+	// Network: no route out, only lo, no host loopback or abstract socket.
+	Network bool
+	// PIDs: no host process visible or signalable; a private hostname.
+	PIDs bool
+	// Privileges: no capability in any set, no_new_privs, /proc/*/exe not
+	// writable, no leaked descriptor, files written not owned by host root.
+	Privileges bool
+}
+
+// Option configures Run.
+type Option func(*runConfig)
+
+type runConfig struct {
+	isolation Isolation
+}
+
+// WithIsolation declares what the provider under test isolates, turning on
+// the matching isolation checks.
+func WithIsolation(i Isolation) Option { return func(c *runConfig) { c.isolation = i } }
+
+// isolationChecks run after the reference checks.
+var isolationChecks = []struct {
+	id, name string
+	claim    func(Isolation) bool
+	run      func(k *kit)
+}{
+	{"i1", "host files are not readable", func(i Isolation) bool { return i.Filesystem }, checkHostFiles},
+	{"i2", "the root is not writable", func(i Isolation) bool { return i.Filesystem }, checkRootReadOnly},
+	{"i3", "the workdir is the fresh writable cwd inside the root", func(i Isolation) bool { return i.Filesystem }, checkWork},
+	{"i4", "no route out, only lo, no host loopback or abstract socket", func(i Isolation) bool { return i.Network }, checkNetwork},
+	{"i5", "no host process is visible or signalable, hostname private", func(i Isolation) bool { return i.PIDs }, checkPIDs},
+	{"i6", "no capabilities, no_new_privs, proc exe links not writable", func(i Isolation) bool { return i.Privileges }, checkPrivileges},
+	{"i7", "no descriptor leaks into the tool", func(i Isolation) bool { return i.Privileges }, checkFDs},
+	{"i8", "host root never owns what the tool writes", func(i Isolation) bool { return i.Privileges }, checkOwner},
+}
+
+// probe dispatches one probe behaviour and decodes its report.
+func (k *kit) probe(cfg Config, behavior string, args map[string]any, out any) {
+	k.t.Helper()
+	if args == nil {
+		args = map[string]any{}
+	}
+	args["behavior"] = behavior
+	raw, _ := json.Marshal(args)
+	k.decode(k.ok(k.provider(cfg), k.request(strings.ReplaceAll(behavior, "-", "_"), string(raw))), out)
+}
+
+func checkHostFiles(k *kit) {
+	dir := k.t.TempDir()
+	secret := filepath.Join(dir, "host-secret")
+	if err := os.WriteFile(secret, []byte("s3cret"), 0o644); err != nil {
+		k.t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	home, _ := os.UserHomeDir()
+	paths := []string{secret, "/etc/shadow", "/root/.bash_history", filepath.Join(home, ".ssh/id_rsa")}
+	var got map[string]string
+	k.probe(Config{}, "probe-read", map[string]any{"paths": paths}, &got)
+	for _, p := range paths {
+		if got[p] == "readable" {
+			k.fatalf("the host file %s is readable inside the sandbox", p)
+		}
+	}
+}
+
+func checkRootReadOnly(k *kit) {
+	paths := []string{"/moat-probe", "/usr/moat-probe", "/etc/moat-probe", filepath.Join(filepath.Dir(k.runner), "moat-probe")}
+	var got map[string]string
+	k.probe(Config{}, "probe-write", map[string]any{"paths": paths}, &got)
+	for _, p := range paths {
+		if got[p] == "written" {
+			k.fatalf("%s is writable inside the sandbox", p)
+		}
+	}
+}
+
+func checkWork(k *kit) {
+	var got struct{ Cwd, ProcCwd, Write, ReadBack string }
+	k.probe(Config{}, "probe-work", nil, &got)
+	if got.Cwd != "/work" || got.ProcCwd != "/work" {
+		k.fatalf("the tool's cwd is %q (/proc/self/cwd %q), want /work inside the root", got.Cwd, got.ProcCwd)
+	}
+	if got.Write != "ok" || got.ReadBack != "hi" {
+		k.fatalf("/work is not writable: %s (read back %q)", got.Write, got.ReadBack)
+	}
+}
+
+func checkNetwork(k *kit) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	defer ln.Close()
+	abstract := fmt.Sprintf("moat-conformance-%d", os.Getpid())
+	al, err := net.Listen("unix", "@"+abstract)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	defer al.Close()
+	var got struct {
+		Interfaces                    []string
+		Route4, Route6, TCP, Abstract string
+	}
+	k.probe(Config{}, "probe-net", map[string]any{"tcp": ln.Addr().String(), "abstract": abstract}, &got)
+	if len(got.Interfaces) != 1 || got.Interfaces[0] != "lo" {
+		k.fatalf("interfaces inside the sandbox: %v, want only lo", got.Interfaces)
+	}
+	for what, res := range map[string]string{"a route to 192.0.2.1": got.Route4, "a route to 2001:db8::1": got.Route6,
+		"the host's loopback listener " + ln.Addr().String(): got.TCP, "the host's abstract socket @" + abstract: got.Abstract} {
+		if res == "connected" {
+			k.fatalf("the sandbox reached %s", what)
+		}
+	}
+}
+
+func checkPIDs(k *kit) {
+	// A host process of the same user that kill(-1) must not reach.
+	victim := exec.Command("sleep", "60")
+	if err := victim.Start(); err != nil {
+		k.t.Fatal(err)
+	}
+	defer func() { victim.Process.Kill(); victim.Wait() }()
+	var got struct {
+		Self     int
+		Pids     []map[string]string
+		KillAll  string
+		Hostname string
+	}
+	k.probe(Config{}, "probe-pids", nil, &got)
+	if got.Self != 1 {
+		k.fatalf("the tool is pid %d, not pid 1 of its own pid namespace", got.Self)
+	}
+	for _, p := range got.Pids {
+		if !strings.HasPrefix(RunnerName, p["comm"]) {
+			k.fatalf("a process other than the tool is visible inside the sandbox: pid %s (%s)", p["pid"], p["comm"])
+		}
+	}
+	if err := victim.Process.Signal(syscall.Signal(0)); err != nil {
+		k.fatalf("kill(-1) inside the sandbox reached a host process: %v", err)
+	}
+	if host, _ := os.Hostname(); got.Hostname == host {
+		k.fatalf("the sandbox shares the host's hostname %q", host)
+	}
+}
+
+func checkPrivileges(k *kit) {
+	var got map[string]string
+	k.probe(Config{}, "probe-privs", nil, &got)
+	for _, set := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+		if got[set] != "0000000000000000" {
+			k.fatalf("%s = %q inside the sandbox, want all zero", set, got[set])
+		}
+	}
+	if got["NoNewPrivs"] != "1" {
+		k.fatalf("NoNewPrivs = %q, want 1", got["NoNewPrivs"])
+	}
+	for _, p := range []string{"/proc/self/exe", "/proc/1/exe"} {
+		if got["write "+p] == "opened" {
+			k.fatalf("%s is openable for writing (CVE-2019-5736)", p)
+		}
+	}
+}
+
+func checkFDs(k *kit) {
+	// A descriptor the host holds open without close-on-exec must not
+	// reach the tool (CVE-2024-21626 leaked a host directory this way).
+	leak, err := os.Open(filepath.Dir(k.runner))
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	defer leak.Close()
+	syscall.Syscall(syscall.SYS_FCNTL, leak.Fd(), syscall.F_SETFD, 0)
+	var got struct{ Fds map[string]string }
+	k.probe(Config{}, "probe-fds", nil, &got)
+	for fd, target := range got.Fds {
+		if fd == "0" || fd == "1" || fd == "2" || strings.HasPrefix(target, "anon_inode:") {
+			continue // stdio, and the Go runtime's own epoll/eventfd descriptors
+		}
+		k.fatalf("descriptor %s (%s) leaked into the tool", fd, target)
+	}
+}
+
+func checkOwner(k *kit) {
+	l := &ownerLedger{}
+	var got struct{ Write string }
+	k.probe(Config{Ledger: l}, "probe-work", nil, &got)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		k.fatalf("stat the file the tool wrote: %v", l.err)
+	}
+	if l.uid == 0 && os.Geteuid() == 0 {
+		k.fatalf("the file the tool wrote is owned by host root")
+	}
+	if l.uid != uint32(os.Geteuid()) && os.Geteuid() != 0 {
+		k.fatalf("the file the tool wrote is owned by host uid %d, not the caller's %d", l.uid, os.Geteuid())
+	}
+}
+
+// ownerLedger stats what the tool wrote while the workdir still exists
+// (the outcome row comes before the workdir is removed).
+type ownerLedger struct {
+	mu  sync.Mutex
+	uid uint32
+	err error
+}
+
+func (l *ownerLedger) Record(_ context.Context, r ledger.Record) error {
+	fi, err := os.Stat(filepath.Join(r.Workdir, "probe.txt"))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.err = err
+		return nil
+	}
+	l.uid = fi.Sys().(*syscall.Stat_t).Uid
+	return nil
+}
+
+var _ executor.Ledger = (*ownerLedger)(nil)

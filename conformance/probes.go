@@ -1,0 +1,155 @@
+package conformance
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The isolation probes run inside the sandbox, as the runner program; each
+// reports what it observed and the host side of the check judges it.
+func init() {
+	probes["probe-read"] = func(args map[string]json.RawMessage) any {
+		var paths []string
+		_ = json.Unmarshal(args["paths"], &paths)
+		out := map[string]string{}
+		for _, p := range paths {
+			if _, err := os.ReadFile(p); err != nil {
+				out[p] = errText(err)
+			} else {
+				out[p] = "readable"
+			}
+		}
+		return out
+	}
+	probes["probe-write"] = func(args map[string]json.RawMessage) any {
+		var paths []string
+		_ = json.Unmarshal(args["paths"], &paths)
+		out := map[string]string{}
+		for _, p := range paths {
+			// O_EXCL never clobbers an existing file, and what the probe
+			// created is removed at once: on a provider that wrongly claims
+			// isolation this runs on the host's real root.
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				out[p] = errText(err)
+				continue
+			}
+			f.Close()
+			os.Remove(p)
+			out[p] = "written"
+		}
+		return out
+	}
+	probes["probe-work"] = func(map[string]json.RawMessage) any {
+		cwd, _ := os.Getwd()
+		link, _ := os.Readlink("/proc/self/cwd")
+		err := os.WriteFile("probe.txt", []byte("hi"), 0o644)
+		back, _ := os.ReadFile("probe.txt")
+		return map[string]any{"cwd": cwd, "procCwd": link, "write": errText(err), "readBack": string(back)}
+	}
+	probes["probe-net"] = func(args map[string]json.RawMessage) any {
+		var tcp, abstract string
+		_ = json.Unmarshal(args["tcp"], &tcp)
+		_ = json.Unmarshal(args["abstract"], &abstract)
+		ifaces, _ := net.Interfaces()
+		var names []string
+		for _, i := range ifaces {
+			names = append(names, i.Name)
+		}
+		return map[string]any{
+			"interfaces": names,
+			// A UDP connect only looks the route up; no packet is sent. The
+			// addresses are documentation ranges (RFC 5737, RFC 3849).
+			"route4":   dialErr("udp4", "192.0.2.1:9"),
+			"route6":   dialErr("udp6", "[2001:db8::1]:9"),
+			"tcp":      dialErr("tcp", tcp),
+			"abstract": dialErr("unix", "@"+abstract),
+		}
+	}
+	probes["probe-pids"] = func(args map[string]json.RawMessage) any {
+		entries, _ := os.ReadDir("/proc")
+		var pids []map[string]string
+		for _, e := range entries {
+			if _, err := strconv.Atoi(e.Name()); err != nil {
+				continue
+			}
+			comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+			pids = append(pids, map[string]string{"pid": e.Name(), "comm": strings.TrimSpace(string(comm))})
+		}
+		// kill(-1) reaches every process the caller may signal. It is only
+		// harmless, and only a meaningful probe, as pid 1 of a fresh pid
+		// namespace, which cannot be a host process (the host's pid 1 is its
+		// init); anywhere else it would kill the caller's whole session, so
+		// the probe refuses and the check fails on "not pid 1".
+		killErr := errors.New("not pid 1 of a pid namespace; kill(-1) not attempted")
+		if os.Getpid() == 1 {
+			killErr = syscall.Kill(-1, syscall.SIGKILL)
+		}
+		host, _ := os.Hostname()
+		return map[string]any{"self": os.Getpid(), "pids": pids, "killAll": errText(killErr), "hostname": host}
+	}
+	probes["probe-privs"] = func(map[string]json.RawMessage) any {
+		status, _ := os.ReadFile("/proc/self/status")
+		out := map[string]string{}
+		for _, line := range strings.Split(string(status), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if ok && (strings.HasPrefix(k, "Cap") || k == "NoNewPrivs" || k == "Uid" || k == "Gid") {
+				out[k] = strings.TrimSpace(v)
+			}
+		}
+		for _, p := range []string{"/proc/self/exe", "/proc/1/exe"} {
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err == nil {
+				f.Close()
+				out["write "+p] = "opened"
+			} else {
+				out["write "+p] = errText(err)
+			}
+		}
+		return out
+	}
+	probes["probe-fds"] = func(map[string]json.RawMessage) any {
+		dir, err := os.Open("/proc/self/fd")
+		if err != nil {
+			return map[string]any{"error": errText(err)}
+		}
+		defer dir.Close()
+		names, _ := dir.Readdirnames(-1)
+		fds := map[string]string{}
+		for _, n := range names {
+			if n == strconv.Itoa(int(dir.Fd())) {
+				continue // the descriptor doing the listing
+			}
+			target, _ := os.Readlink("/proc/self/fd/" + n)
+			fds[n] = target
+		}
+		return map[string]any{"fds": fds}
+	}
+}
+
+func dialErr(network, addr string) string {
+	if addr == "" || addr == "@" {
+		return "not asked"
+	}
+	c, err := net.DialTimeout(network, addr, 2*time.Second)
+	if err != nil {
+		return errText(err)
+	}
+	c.Close()
+	return "connected"
+}
+
+// errText is an error's text for a probe report, "ok" for none.
+func errText(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
