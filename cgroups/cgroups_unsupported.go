@@ -1,0 +1,37 @@
+//go:build !linux
+
+package cgroups
+
+import specs "github.com/opencontainers/runtime-spec/specs-go"
+
+// owner is Linux-only; the stub keeps options.go portable.
+type owner struct{}
+
+// Host is empty outside Linux.
+type Host struct{ Layout Layout }
+
+// Detect returns ErrUnsupported outside Linux.
+func Detect() (*Host, error) { return nil, ErrUnsupported }
+
+// Manager is a stub outside Linux.
+type Manager struct{}
+
+// New returns ErrUnsupported outside Linux.
+func New(...Option) (*Manager, error) { return nil, ErrUnsupported }
+
+func (m *Manager) Posture() Posture { return Posture{} }
+func (m *Manager) Create(string, *specs.LinuxResources) (*Leaf, error) {
+	return nil, ErrUnsupported
+}
+func (m *Manager) CleanStale() error { return ErrUnsupported }
+func (m *Manager) Close() error      { return nil }
+
+// Leaf is a stub outside Linux.
+type Leaf struct{}
+
+func (l *Leaf) ID() string            { return "" }
+func (l *Leaf) FD() (int, bool)       { return -1, false }
+func (l *Leaf) Add(int) error         { return ErrUnsupported }
+func (l *Leaf) Kill() error           { return ErrUnsupported }
+func (l *Leaf) Stats() (Usage, error) { return Usage{}, ErrUnsupported }
+func (l *Leaf) Delete() error         { return nil }

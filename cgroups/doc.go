@@ -1,0 +1,67 @@
+// Package cgroups gives each dispatch a fresh leaf cgroup with memory, pids
+// and CPU limits, on cgroup v1, hybrid and unified (v2) hosts, and reports
+// honestly which of those limits this host lets moat enforce.
+//
+// # Shape
+//
+// [Detect] reads /proc/self/mountinfo and /proc/self/cgroup into a [Host]. A
+// [Manager] ([New]) picks a parent cgroup, prepares it once and reports its
+// [Posture]; [Manager.Create] makes one [Leaf] per dispatch; the leaf can be
+// joined at clone time on v2 ([Leaf.FD], for clone3 CLONE_INTO_CGROUP) or by
+// pid on v1 ([Leaf.Add]), killed as a whole ([Leaf.Kill]), read ([Leaf.Stats])
+// and removed ([Leaf.Delete]). [Manager.CleanStale] removes the leaves of a
+// moat process that died without cleaning up.
+//
+// On a hybrid host (v1 controllers plus an empty cgroup2 mount, the layout of
+// many older systemd hosts) the limits live in the v1 hierarchies, one
+// directory per controller; the cgroup2 mount has no controllers to offer.
+//
+// # Where the leaves go
+//
+// The parent (default name "moat", [WithParent]) is resolved relative to this
+// process's own cgroup in each hierarchy, not relative to the hierarchy root:
+//
+//   - limits an administrator or a container runtime put on us stay in force
+//     for every sandbox (memory and pids accounting are hierarchical), so a
+//     sandbox can never obtain more than moat itself was given;
+//   - it is the same rule as root and rootless: a rootless moat can only write
+//     below the subtree it was delegated, which is where it runs;
+//   - inside a container with a cgroup namespace, "/" is the container's own
+//     cgroup anyway.
+//
+// An absolute parent ("/moat") is resolved from each hierarchy's root instead,
+// for an administrator who prepared a dedicated subtree.
+//
+// On v2 the "no internal processes" rule applies (cgroup_v2.rst, "No Internal
+// Process Constraint"): controllers can only be enabled in the
+// cgroup.subtree_control of a group without processes. If moat runs directly
+// in its delegated group, enabling controllers for the "moat" child fails with
+// EBUSY and the posture says so; run moat in a leaf of its own (as
+// `systemd-run --user --scope -p Delegate=yes` does) or pass WithParent. As
+// root, WithParent("/moat") puts the parent below the hierarchy root, which
+// the rule exempts (the layout of runc's cgroupfs driver).
+//
+// # Rootless
+//
+// Without root a cgroup can only be created where an administrator or systemd
+// delegated a subtree to the user. The posture names the fix when there is
+// none: `systemd-run --user -p Delegate=yes --scope moat ...`, a user slice or
+// service with Delegate=yes, or a subtree an administrator created and chowned
+// (on v1, every controller directory and its control files). Without a usable
+// cgroup [New] still succeeds, [Posture] reports every limit as degraded, and
+// [Manager.Create] returns an error wrapping [ErrNoDelegation]; the caller
+// falls back to rlimits and a wall-clock kill. A policy that marks a limit as
+// required is refused with a [*RequiredError] from [Posture.Require].
+//
+// RLIMIT_NPROC is not a substitute for the pids limit: it counts every process
+// of the real uid, so when all sandboxes (and moat itself) share one uid, as
+// rootless sandboxes do, it is one budget for all of them, not a per-sandbox
+// limit (setrlimit(2), peers.md attack 18).
+//
+// # Stale leaves
+//
+// A leaf's name records its owner: "<owner pid>-<owner start time>-<id>". The
+// start time (field 22 of /proc/<pid>/stat, proc(5)) defends against pid
+// reuse: a leaf is stale when no process with that pid and that start time
+// exists. Only names of that form are ever touched.
+package cgroups

@@ -1,0 +1,89 @@
+package cgroups
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+)
+
+// Leaf is one dispatch's cgroup. Its methods are safe for concurrent use.
+type Leaf struct {
+	id  string
+	log *slog.Logger
+
+	mu      sync.Mutex
+	ops     leafOps
+	deleted bool
+}
+
+// ID returns the id the leaf was created with.
+func (l *Leaf) ID() string { return l.id }
+
+// FD returns an O_PATH directory fd of the leaf for clone3
+// CLONE_INTO_CGROUP (syscall.SysProcAttr UseCgroupFD and CgroupFD), so the
+// child is born inside the leaf with no window outside it. It is false on
+// v1, where the parent calls Add before letting the child run. The fd stays
+// owned by the Leaf and is closed by Delete.
+func (l *Leaf) FD() (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.deleted {
+		return -1, false
+	}
+	return l.ops.fd()
+}
+
+// Add moves a process (its whole thread group) into the leaf, in every v1
+// hierarchy. The sandbox child must wait for it before exec.
+func (l *Leaf) Add(pid int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.deleted {
+		return fmt.Errorf("add %d to cgroup %s: leaf deleted", pid, l.id)
+	}
+	if err := l.ops.add(pid); err != nil {
+		return fmt.Errorf("add %d to cgroup %s: %w", pid, l.id, err)
+	}
+	return nil
+}
+
+// Kill SIGKILLs every process in the leaf and waits until it is empty.
+func (l *Leaf) Kill() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.deleted {
+		return nil
+	}
+	return l.ops.kill()
+}
+
+// Stats reads what the leaf consumed so far.
+func (l *Leaf) Stats() (Usage, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.deleted {
+		return Usage{}, fmt.Errorf("stats cgroup %s: leaf deleted", l.id)
+	}
+	return l.ops.stats()
+}
+
+// Delete kills what still runs in the leaf and removes it. It is
+// idempotent: deleting a deleted (or vanished) leaf returns nil.
+func (l *Leaf) Delete() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.deleted {
+		return nil
+	}
+	if busy, err := l.ops.populated(); err != nil || busy {
+		if err := l.ops.kill(); err != nil {
+			return fmt.Errorf("delete cgroup %s: %w", l.id, err)
+		}
+	}
+	if err := l.ops.remove(); err != nil {
+		return fmt.Errorf("delete cgroup %s: %w", l.id, err)
+	}
+	l.deleted = true
+	l.log.Debug("cgroup deleted", "id", l.id)
+	return nil
+}

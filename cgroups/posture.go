@@ -1,0 +1,108 @@
+package cgroups
+
+import "errors"
+
+// Layout is the cgroup layout of the host.
+type Layout int
+
+const (
+	// NoCgroups: no cgroup filesystem is mounted.
+	NoCgroups Layout = iota
+	// V1: only legacy hierarchies, one per controller (or co-mounted group).
+	V1
+	// Hybrid: v1 controller hierarchies plus a cgroup2 mount (usually
+	// /sys/fs/cgroup/unified) that holds no controllers moat can use.
+	Hybrid
+	// Unified: cgroup v2 only.
+	Unified
+)
+
+func (l Layout) String() string {
+	switch l {
+	case V1:
+		return "v1"
+	case Hybrid:
+		return "hybrid"
+	case Unified:
+		return "unified"
+	}
+	return "none"
+}
+
+// Limit names one of the limits moat sets.
+type Limit int
+
+const (
+	Memory Limit = iota
+	Pids
+	CPU
+)
+
+func (l Limit) String() string {
+	switch l {
+	case Memory:
+		return "memory"
+	case Pids:
+		return "pids"
+	case CPU:
+		return "cpu"
+	}
+	return "unknown"
+}
+
+// LimitPosture says whether one limit is enforced and, if not, why.
+type LimitPosture struct {
+	Enforced bool
+	// Reason says why the limit is not enforced; on an enforced limit it
+	// is empty or names a caveat (v1 without swap accounting).
+	Reason string
+}
+
+// Posture is what a Manager can enforce on this host, for the provider's
+// posture descriptor and for refusing a policy that requires a limit.
+type Posture struct {
+	Layout Layout
+	Memory LimitPosture
+	Pids   LimitPosture
+	CPU    LimitPosture
+	// Parents are the directories leaves are created in, one per hierarchy
+	// in use (v1: per controller); empty when none is usable.
+	Parents []string
+	// Fix says how to obtain a delegated cgroup; set when a limit is degraded.
+	Fix string
+}
+
+// Of returns the posture of one limit.
+func (p Posture) Of(l Limit) LimitPosture {
+	switch l {
+	case Memory:
+		return p.Memory
+	case Pids:
+		return p.Pids
+	case CPU:
+		return p.CPU
+	}
+	return LimitPosture{Reason: "unknown limit"}
+}
+
+// Degraded reports whether any limit is not enforced.
+func (p Posture) Degraded() bool {
+	return !p.Memory.Enforced || !p.Pids.Enforced || !p.CPU.Enforced
+}
+
+// Require returns a *RequiredError for each of the limits that is not
+// enforced (joined), or nil.
+func (p Posture) Require(limits ...Limit) error {
+	var errs []error
+	for _, l := range limits {
+		if lp := p.Of(l); !lp.Enforced {
+			errs = append(errs, &RequiredError{Limit: l, Reason: lp.Reason, Fix: p.Fix})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fixHint is the delegation advice shown when a limit is degraded.
+const fixHint = "run moat as root, or in a delegated cgroup: `systemd-run --user --scope -p Delegate=yes moat ...`, " +
+	"a systemd --user slice or service with Delegate=yes, or a subtree an administrator created and chowned to this user " +
+	"(on cgroup v1: each controller directory and its control files), passed with WithParent"
