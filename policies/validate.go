@@ -1,0 +1,205 @@
+package policies
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Validate checks every field that is set and returns all problems at once
+// (errors.Join of *FieldError), or nil. Unset fields are fine: a policy that
+// extends another may leave them to its base, and Resolve fills defaults.
+func (p *Policy) Validate() error {
+	var v validator
+	if p.Version != 0 && p.Version != Version {
+		v.add("version", p.Version, "is not supported; use %d", Version)
+	}
+	if p.Name != "" && !nameRE.MatchString(p.Name) {
+		v.add("name", p.Name, "is not a valid name; use letters, digits, '.', '_' and '-', starting with a letter or digit")
+	}
+	if p.Rootfs != "" && p.Rootfs != RootfsHost && !isAbsClean(p.Rootfs) {
+		v.add("rootfs", p.Rootfs, "is not allowed; use %q or an absolute, clean directory path", RootfsHost)
+	}
+	if p.Network != "" && p.Network != NetworkNone && p.Network != NetworkLoopback {
+		v.add("network", p.Network, "is not a network mode; use %q or %q", NetworkNone, NetworkLoopback)
+	}
+	if p.Identity != nil {
+		if p.Identity.UID == maxID {
+			v.add("identity.uid", p.Identity.UID, "is the invalid id (-1); use 0 to %d", maxID-1)
+		}
+		if p.Identity.GID == maxID {
+			v.add("identity.gid", p.Identity.GID, "is the invalid id (-1); use 0 to %d", maxID-1)
+		}
+	}
+	v.mounts(p.Mounts)
+	v.limits(&p.Limits, p.Extends != "")
+	v.rlimits(p)
+	for i, name := range p.Env {
+		if !envRE.MatchString(name) {
+			v.add(fmt.Sprintf("env[%d]", i), name, "is not an environment variable name; use letters, digits and '_', not starting with a digit")
+		}
+	}
+	if p.Seccomp != nil {
+		v.seccomp(p.Seccomp)
+	}
+	return v.err()
+}
+
+const maxID = ^uint32(0)
+
+var (
+	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	envRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	modeRE = regexp.MustCompile(`^[0-7]{3,4}$`)
+)
+
+type validator struct{ errs []error }
+
+func (v *validator) add(path string, value any, format string, args ...any) {
+	v.errs = append(v.errs, fieldErr(path, value, format, args...))
+}
+
+func (v *validator) missing(path, reason string) {
+	v.errs = append(v.errs, &FieldError{Path: path, Reason: reason})
+}
+
+func (v *validator) err() error {
+	if len(v.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid policy: %w", errors.Join(v.errs...))
+}
+
+func isAbsClean(p string) bool {
+	return strings.HasPrefix(p, "/") && path.Clean(p) == p
+}
+
+// mountOptions are the options a policy mount may carry. Options with a
+// value (size=, mode=, nr_inodes=) are checked by prefix, for tmpfs only.
+var mountOptions = []string{"ro", "rw", "bind", "rbind", "nosuid", "nodev", "noexec",
+	"private", "rprivate", "slave", "rslave"}
+
+func (v *validator) mounts(ms []specs.Mount) {
+	seen := map[string]bool{}
+	for i, m := range ms {
+		at := fmt.Sprintf("mounts[%d]", i)
+		switch {
+		case m.Destination == "":
+			v.missing(at+".destination", "is required; use an absolute path inside the sandbox")
+		case !isAbsClean(m.Destination) || m.Destination == "/":
+			v.add(at+".destination", m.Destination, "is not allowed; use an absolute, clean path other than /")
+		case seen[m.Destination]:
+			v.add(at+".destination", m.Destination, "is mounted twice; one mount per destination")
+		}
+		seen[m.Destination] = true
+		switch m.Type {
+		case "", "bind":
+			if m.Source == "" {
+				v.missing(at+".source", "is required for a bind mount; use an absolute host path")
+			} else if !isAbsClean(m.Source) {
+				v.add(at+".source", m.Source, "is not allowed; use an absolute, clean host path")
+			}
+		case "tmpfs":
+			if m.Source != "" && m.Source != "tmpfs" {
+				v.add(at+".source", m.Source, "is not allowed for tmpfs; leave it empty")
+			}
+		default:
+			v.add(at+".type", m.Type, "is not a mount type; use \"bind\" or \"tmpfs\"")
+		}
+		for j, o := range m.Options {
+			if slices.Contains(mountOptions, o) {
+				continue
+			}
+			if m.Type == "tmpfs" && tmpfsOption(o) {
+				continue
+			}
+			v.add(fmt.Sprintf("%s.options[%d]", at, j), o, "is not a mount option; use one of %s (and size=, mode=, nr_inodes= for tmpfs)", strings.Join(mountOptions, ", "))
+		}
+		if len(m.UIDMappings) > 0 || len(m.GIDMappings) > 0 {
+			v.missing(at+".uidMappings", "id-mapped mounts are not supported; remove uidMappings and gidMappings")
+		}
+	}
+}
+
+func tmpfsOption(o string) bool {
+	key, val, ok := strings.Cut(o, "=")
+	if !ok || val == "" {
+		return false
+	}
+	switch key {
+	case "size", "nr_inodes":
+		_, err := Size(val).Bytes()
+		return err == nil
+	case "mode":
+		return modeRE.MatchString(val)
+	}
+	return false
+}
+
+func (v *validator) limits(l *Limits, hasBase bool) {
+	if d, err := l.Timeout.Duration(); err != nil {
+		v.add("limits.timeout", string(l.Timeout), "is not a duration; use a number with a unit, like 30s, 1m30s or 500ms")
+	} else if d < 0 {
+		v.add("limits.timeout", string(l.Timeout), "is negative; use a positive duration")
+	}
+	sizes := []struct {
+		name string
+		s    Size
+	}{{"outputCap", l.OutputCap}, {"tmpfsSize", l.TmpfsSize}, {"memory", l.Memory}}
+	for _, s := range sizes {
+		n, err := s.s.Bytes()
+		switch {
+		case err != nil:
+			v.add("limits."+s.name, string(s.s), "is not a size; use bytes or a suffix like 256M")
+		case s.s != "" && n == 0:
+			v.add("limits."+s.name, string(s.s), "is zero; use a positive size or leave it out")
+		}
+	}
+	if l.Pids < 0 {
+		v.add("limits.pids", l.Pids, "is negative; use 1 or more")
+	}
+	if l.CPUs < 0 || l.CPUs != l.CPUs {
+		v.add("limits.cpus", l.CPUs, "is not allowed; use a number of CPUs greater than 0, like 0.5 or 2")
+	}
+	set := map[string]bool{
+		"timeout": l.Timeout != "", "outputCap": l.OutputCap != "", "tmpfsSize": l.TmpfsSize != "",
+		"memory": l.Memory != "", "pids": l.Pids != 0, "cpus": l.CPUs != 0,
+	}
+	for i, r := range l.Required {
+		at := fmt.Sprintf("limits.required[%d]", i)
+		isSet, known := set[r]
+		switch {
+		case !known:
+			v.add(at, r, "is not a limit; use one of %s", strings.Join(LimitNames, ", "))
+		case !isSet && !hasBase: // a base may set it; checked again once resolved
+			v.add(at, r, "is required but limits.%s is not set; set it (here or in the base policy)", r)
+		}
+	}
+}
+
+// rlimitTypes are the RLIMIT_* names of setrlimit(2).
+var rlimitTypes = []string{"RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA",
+	"RLIMIT_FSIZE", "RLIMIT_LOCKS", "RLIMIT_MEMLOCK", "RLIMIT_MSGQUEUE", "RLIMIT_NICE",
+	"RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_RSS", "RLIMIT_RTPRIO", "RLIMIT_RTTIME",
+	"RLIMIT_SIGPENDING", "RLIMIT_STACK"}
+
+func (v *validator) rlimits(p *Policy) {
+	seen := map[string]bool{}
+	for i, r := range p.Rlimits {
+		at := fmt.Sprintf("rlimits[%d]", i)
+		if !slices.Contains(rlimitTypes, r.Type) {
+			v.add(at+".type", r.Type, "is not an rlimit; use one of %s", strings.Join(rlimitTypes, ", "))
+		} else if seen[r.Type] {
+			v.add(at+".type", r.Type, "is set twice; one entry per type")
+		}
+		seen[r.Type] = true
+		if r.Soft > r.Hard {
+			v.add(at+".soft", r.Soft, "is above hard (%d); soft must be at most hard", r.Hard)
+		}
+	}
+}
