@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/moat-sandbox/moat/seccomp/attack"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,8 +61,8 @@ func child(path string) int {
 	switch os.Getenv(childModeVar) {
 	case "probes":
 		results := map[string]int{}
-		for _, p := range probes {
-			results[p.name] = p.run()
+		for _, p := range attack.Probes() {
+			results[p.Name] = int(p.Run())
 		}
 		if err := json.NewEncoder(os.Stdout).Encode(results); err != nil {
 			return 4

@@ -1,9 +1,9 @@
-package seccomp_test
+package attack
 
 import (
 	"golang.org/x/sys/unix"
 
-	"github.com/moat-sandbox/moat/seccomp/internal/int80"
+	"github.com/moat-sandbox/moat/seccomp/attack/internal/int80"
 )
 
 // Non-native ABIs on x86_64 (peers.md section 3, item 14). The default
@@ -12,15 +12,13 @@ import (
 // profile's default action: the errno (marker here), never the kernel.
 // Unfiltered, x32 close(-1) is EBADF (or ENOSYS where x32 is compiled out)
 // and i386 getpid (20) returns the pid.
-func init() {
-	probes = append(probes,
-		probe{"x32 close", "deny", sys(0x40000000|unix.SYS_CLOSE, ^uintptr(0))},
-		probe{"i386 int 0x80 getpid", "deny", func() int {
-			r := int80.Syscall(20, 0, 0, 0)
-			if r > 0xfffff000 {
-				return int(-int32(r))
-			}
-			return 0
-		}},
-	)
+var archProbes = []Probe{
+	{"x32 close", Deny, sys(0x40000000|unix.SYS_CLOSE, ^uintptr(0))},
+	{"i386 int 0x80 getpid", Deny, func() unix.Errno {
+		r := int80.Syscall(20, 0, 0, 0)
+		if r > 0xfffff000 {
+			return unix.Errno(-int32(r))
+		}
+		return 0
+	}},
 }
