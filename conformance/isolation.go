@@ -30,6 +30,9 @@ type Isolation struct {
 	// Privileges: no capability in any set, no_new_privs, /proc/*/exe not
 	// writable, no leaked descriptor, files written not owned by host root.
 	Privileges bool
+	// Seccomp: the policy's filter is the default allowlist (or stricter),
+	// so the hostile syscall battery must fail the right way.
+	Seccomp bool
 }
 
 // Option configures Run.
@@ -57,6 +60,7 @@ var isolationChecks = []struct {
 	{"i6", "no capabilities, no_new_privs, proc exe links not writable", func(i Isolation) bool { return i.Privileges }, checkPrivileges},
 	{"i7", "no descriptor leaks into the tool", func(i Isolation) bool { return i.Privileges }, checkFDs},
 	{"i8", "host root never owns what the tool writes", func(i Isolation) bool { return i.Privileges }, checkOwner},
+	{"h1", "every hostile syscall fails the right way", func(i Isolation) bool { return i.Seccomp }, checkAttacks},
 }
 
 // probe dispatches one probe behaviour and decodes its report.

@@ -39,7 +39,7 @@ func TestConformance(t *testing.T) { conformance.Run(t, newProvider) }
 // them. The false claim runs in a child copy of the test binary.
 func TestIsolationChecksCatchAnUnisolatedProvider(t *testing.T) {
 	if os.Getenv("MOAT_TEST_FALSE_CLAIM") == "1" {
-		conformance.Run(t, newProvider, conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true}))
+		conformance.Run(t, newProvider, conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true, Seccomp: true}))
 		return
 	}
 	self, err := os.Executable()
@@ -52,7 +52,7 @@ func TestIsolationChecksCatchAnUnisolatedProvider(t *testing.T) {
 	if err == nil {
 		t.Fatalf("claiming isolation for the subprocess provider passed:\n%s", out)
 	}
-	for _, id := range []string{"i1_", "i2_", "i3_", "i4_", "i5_", "i6_", "i7_", "i8_"} {
+	for _, id := range []string{"i1_", "i2_", "i3_", "i4_", "i5_", "i6_", "i7_", "i8_", "h1_"} {
 		if !regexp.MustCompile(`--- FAIL: \S+/` + id).Match(out) {
 			t.Errorf("isolation check %s did not fail for an unisolated provider", id)
 		}
