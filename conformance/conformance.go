@@ -27,11 +27,14 @@ import (
 	"time"
 
 	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/nsexec"
 )
 
-// Main is the TestMain body of a package that runs the kit: in the runner
-// copy it runs the runner program and exits; otherwise it runs the tests.
+// Main is the TestMain body of a package that runs the kit: in a sandbox
+// init it becomes the sandbox (nsexec.Init); in the runner copy it runs the
+// runner program and exits; otherwise it runs the tests.
 func Main(m *testing.M) {
+	nsexec.Init() // a sandbox init started by a provider under test never returns
 	if isRunner() {
 		runnerMain()
 	}

@@ -31,6 +31,9 @@ type command struct {
 
 var commands = map[string]command{
 	"demo":     {"one sandboxed dispatch of an untrusted snippet, with its ledger rows", demoCmd},
+	"ledger":   {"scan effect ledgers for orphaned intents and corruption", ledgerCmd},
+	"policy":   {"list, show and check sandbox policies", policyCmd},
+	"run":      {"run a command in a fresh sandbox, stdio passed through", runCmd},
 	"dispatch": {"one full provider dispatch: protocol, ledger, typed errors", dispatchCmd},
 	"version":  {"print moat's version and build facts", versionCmd},
 }

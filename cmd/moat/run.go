@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/executor/native"
+	"github.com/moat-sandbox/moat/nsexec"
+	"github.com/moat-sandbox/moat/policies"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// Exit statuses of `moat run` beyond the tool's own (as timeout(1) and
+// docker run use them).
+const (
+	exitTimeout       = 124
+	exitNotExecutable = 126
+	exitNotFound      = 127
+)
+
+// defaultPath is the PATH a sandboxed command gets unless --env sets one.
+const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// multi is a repeatable string flag.
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+// runCmd runs a command in the sandbox with stdio passed through.
+func runCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("moat run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var binds, envs multi
+	policy := fs.String("policy", "default", "policy: a built-in name (moat policy list) or a JSON file")
+	rootfs := fs.String("rootfs", "", "use this directory as the read-only root instead of the host's system directories")
+	fs.Var(&binds, "bind", "bind SRC on the host at DST inside, SRC:DST[:ro|rw] (read-only by default; repeatable)")
+	workdir := fs.String("workdir", "", "host directory mounted read-write at /work (default: a fresh one, removed afterwards)")
+	network := fs.String("net", "", "network: none (no interface up) or loopback (lo up); default from the policy")
+	fs.Var(&envs, "env", "set NAME=VALUE, or pass NAME from the host environment (repeatable)")
+	inherit := fs.Bool("inherit-env", false, "pass the whole host environment (for use as another executor's launcher)")
+	uid := fs.Uint("uid", 0, "uid inside the sandbox (default from the policy, 1000)")
+	gid := fs.Uint("gid", 0, "gid inside the sandbox (default from the policy, 1000)")
+	timeout := fs.Duration("timeout", 0, "wall-clock limit, e.g. 30s (default from the policy); exit status 124 when hit")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: moat run [flags] -- CMD [ARG...]
+
+Runs CMD in a fresh sandbox: new user, mount, pid, net, ipc and uts namespaces,
+a read-only root, no capabilities, the policy's seccomp filter and limits.
+stdin, stdout and stderr pass through. The environment is empty but for PATH,
+HOME and what --env names, unless --inherit-env.
+
+Exit status: the command's; 128+N when signal N ended it; 124 timeout;
+125 the sandbox could not be set up; 126 not executable; 127 not found;
+64 bad flags.
+
+Examples:
+  moat run -- /bin/sh -c 'id; echo hi > /work/x; cat /work/x'
+  moat run --policy python -- python3 -c 'print(6*7)'
+  moat run --bind ./src:/src --net loopback --timeout 10s -- make -C /src test
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "moat run: "+format+"\n", a...)
+		return exitUsage
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return usageErr("missing the command to run; usage: moat run [flags] -- CMD [ARG...]")
+	}
+	pol, err := policies.Load(*policy)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if *rootfs != "" {
+		pol.Rootfs = *rootfs
+	}
+	if *network != "" {
+		pol.Network = *network
+	}
+	if *uid != 0 || *gid != 0 {
+		id := policies.Identity{UID: policies.DefaultUID, GID: policies.DefaultGID}
+		if pol.Identity != nil {
+			id = *pol.Identity
+		}
+		if *uid != 0 {
+			id.UID = uint32(*uid)
+		}
+		if *gid != 0 {
+			id.GID = uint32(*gid)
+		}
+		pol.Identity = &id
+	}
+	mounts, err := parseBinds(binds)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if *workdir != "" {
+		if fi, err := os.Stat(*workdir); err != nil || !fi.IsDir() {
+			return usageErr("--workdir %q is not a directory", *workdir)
+		}
+	}
+	env := sandboxEnv(envs, *inherit)
+
+	opts := []native.Option{native.WithPolicy(pol), native.WithBinds(mounts...)}
+	if *timeout != 0 {
+		opts = append(opts, native.WithTimeout(*timeout))
+	}
+	p, err := native.New(opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "moat run: %v\n", err)
+		if executor.CodeOf(err) == executor.CodeConfig {
+			return exitUsage
+		}
+		return exitSandbox
+	}
+	defer p.Close()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	st, err := p.Run(context.Background(), &native.Command{
+		Args: argv, Env: env, Workdir: *workdir,
+		Stdin: os.Stdin, Stdout: fileOr(stdout, os.Stdout), Stderr: fileOr(stderr, os.Stderr), Signals: sigs,
+	})
+	return runStatus(st, err, stderr)
+}
+
+// runStatus maps a sandboxed command's end to the exit status table.
+func runStatus(st executor.ExitStatus, err error, stderr io.Writer) int {
+	if err != nil {
+		// The sandbox's own error says what failed and how to fix it; the
+		// provider's "tool 'run' ..." wrapping adds nothing here.
+		msg := error(err)
+		if e, ok := err.(*executor.Error); ok && e.Err != nil {
+			msg = e.Err
+		}
+		fmt.Fprintf(stderr, "moat run: %v\n", msg)
+		var se *nsexec.SetupError
+		switch {
+		case executor.CodeOf(err) == executor.CodeTimeout:
+			return exitTimeout
+		case errors.As(err, &se) && se.Step == nsexec.StepExec && se.Errno == unix.ENOENT:
+			return exitNotFound
+		case errors.As(err, &se) && se.Step == nsexec.StepExec:
+			return exitNotExecutable
+		case executor.CodeOf(err) == executor.CodeOOM:
+			return 128 + int(syscall.SIGKILL)
+		}
+		return exitSandbox
+	}
+	if st.Signal != 0 {
+		return 128 + int(st.Signal)
+	}
+	return st.Code
+}
+
+// parseBinds reads SRC:DST[:ro|rw] specs.
+func parseBinds(specsIn []string) ([]specs.Mount, error) {
+	var out []specs.Mount
+	for _, b := range specsIn {
+		parts := strings.Split(b, ":")
+		mode := "ro"
+		if len(parts) == 3 {
+			mode = parts[2]
+			parts = parts[:2]
+		}
+		if len(parts) != 2 || parts[0] == "" || parts[1] == "" || (mode != "ro" && mode != "rw") {
+			return nil, fmt.Errorf("--bind %q: want SRC:DST, SRC:DST:ro or SRC:DST:rw", b)
+		}
+		src, err := absPath(parts[0])
+		if err != nil {
+			return nil, fmt.Errorf("--bind %q: %v", b, err)
+		}
+		if !strings.HasPrefix(parts[1], "/") {
+			return nil, fmt.Errorf("--bind %q: the destination must be an absolute path inside the sandbox", b)
+		}
+		out = append(out, specs.Mount{Source: src, Destination: parts[1], Type: "bind", Options: []string{mode}})
+	}
+	return out, nil
+}
+
+func absPath(p string) (string, error) {
+	if strings.HasPrefix(p, "/") {
+		return p, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return wd + "/" + strings.TrimPrefix(p, "./"), nil
+}
+
+// sandboxEnv builds the command's environment: PATH and HOME, then --env.
+func sandboxEnv(envs []string, inherit bool) []string {
+	vals := map[string]string{"PATH": defaultPath, "HOME": "/work"}
+	order := []string{"PATH", "HOME"}
+	set := func(k, v string) {
+		if _, ok := vals[k]; !ok {
+			order = append(order, k)
+		}
+		vals[k] = v
+	}
+	if inherit {
+		for _, kv := range os.Environ() {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				set(k, v)
+			}
+		}
+	}
+	for _, e := range envs {
+		if k, v, ok := strings.Cut(e, "="); ok {
+			set(k, v)
+		} else if v, ok := os.LookupEnv(e); ok {
+			set(e, v)
+		}
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, k+"="+vals[k])
+	}
+	return out
+}
+
+// fileOr returns w as an *os.File when it is one (the process's own
+// stdout/stderr), else the fallback: the sandbox needs real descriptors.
+func fileOr(w io.Writer, fallback *os.File) *os.File {
+	if f, ok := w.(*os.File); ok {
+		return f
+	}
+	return fallback
+}

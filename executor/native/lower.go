@@ -1,0 +1,158 @@
+package native
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/moat-sandbox/moat/cgroups"
+	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/nsexec"
+	"github.com/moat-sandbox/moat/policies"
+	"github.com/moat-sandbox/moat/seccomp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// programs compiles each distinct seccomp profile once per process.
+var programs seccomp.Cache
+
+// lower is the one place where a policy becomes what the sandbox runs
+// with: the nsexec.Config template, the cgroup resources and the pipeline
+// configuration.
+func lower(o *options) (*launcher, executor.Config, error) {
+	pol := o.policy
+	if err := pol.Validate(); err != nil {
+		return nil, executor.Config{}, fmt.Errorf("native: policy %q: %w", pol.Name, err)
+	}
+	cfg := o.pipeline
+	cfg.Name = "native"
+	cfg.WorkdirPrefix = "rulvar-exec-"
+	cfg.ResolveCommand = false // the command is resolved inside the sandbox
+	cfg.AllowEnv = append(append([]string(nil), pol.Env...), cfg.AllowEnv...)
+	if !o.timeoutSet {
+		d, err := pol.Limits.Timeout.Duration()
+		if err != nil {
+			return nil, cfg, fmt.Errorf("native: policy %q: limits.timeout: %w", pol.Name, err)
+		}
+		cfg.Timeout = d
+	}
+	if !o.capSet {
+		n, err := pol.Limits.OutputCap.Bytes()
+		if err != nil {
+			return nil, cfg, fmt.Errorf("native: policy %q: limits.outputCap: %w", pol.Name, err)
+		}
+		if n > math.MaxInt32 {
+			n = math.MaxInt32
+		}
+		cfg.MaxOutputBytes = int(n)
+	}
+
+	tmp, err := pol.Limits.TmpfsSize.Bytes()
+	if err != nil {
+		return nil, cfg, fmt.Errorf("native: policy %q: limits.tmpfsSize: %w", pol.Name, err)
+	}
+	tmpl := nsexec.Config{
+		Mounts:  append(append([]specs.Mount(nil), pol.Mounts...), o.binds...),
+		Network: pol.Network,
+		TmpSize: tmp,
+		Rlimits: pol.Rlimits,
+	}
+	if pol.Rootfs != "" && pol.Rootfs != policies.RootfsHost {
+		tmpl.Rootfs = pol.Rootfs
+	}
+	if pol.Identity != nil {
+		tmpl.UID, tmpl.GID = pol.Identity.UID, pol.Identity.GID
+	}
+	if pol.Seccomp != nil {
+		// Fail closed: a policy that asks for seccomp never runs without it.
+		prog, err := programs.Program(pol.Seccomp)
+		if err != nil {
+			return nil, cfg, &executor.Error{Code: executor.CodeConfig, Err: err,
+				Message: fmt.Sprintf("native: policy %q asks for a seccomp filter that cannot be built here: %v", pol.Name, err)}
+		}
+		if tmpl.Seccomp, err = prog.MarshalBinary(); err != nil {
+			return nil, cfg, err
+		}
+	}
+
+	l := &launcher{tmpl: tmpl, nsexec: o.nsexec, logger: o.logger}
+	res, err := resources(pol)
+	if err != nil {
+		return nil, cfg, err
+	}
+	l.resources = res
+	if err := setupCgroups(l, o, pol); err != nil {
+		return nil, cfg, err
+	}
+	return l, cfg, nil
+}
+
+// resources turns the policy's limits into OCI cgroup resources; nil when
+// the policy sets none.
+func resources(pol *policies.Policy) (*specs.LinuxResources, error) {
+	mem, err := pol.Limits.Memory.Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("native: policy %q: limits.memory: %w", pol.Name, err)
+	}
+	if mem == 0 && pol.Limits.Pids == 0 && pol.Limits.CPUs == 0 {
+		return nil, nil
+	}
+	res := &specs.LinuxResources{}
+	if mem > 0 {
+		res.Memory = &specs.LinuxMemory{Limit: &mem}
+	}
+	if pol.Limits.Pids > 0 {
+		pids := pol.Limits.Pids
+		res.Pids = &specs.LinuxPids{Limit: &pids}
+	}
+	if pol.Limits.CPUs > 0 {
+		period := uint64(100000)
+		quota := int64(pol.Limits.CPUs * float64(period))
+		res.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
+	}
+	return res, nil
+}
+
+// setupCgroups finds the cgroup manager and refuses a policy whose required
+// limits this host cannot enforce.
+func setupCgroups(l *launcher, o *options, pol *policies.Policy) error {
+	switch {
+	case o.noCgroups:
+		l.cgPosture = cgroups.Posture{Memory: off("disabled by WithoutCgroups"), Pids: off("disabled by WithoutCgroups"), CPU: off("disabled by WithoutCgroups")}
+	case o.cgroups != nil:
+		l.cgroups = o.cgroups
+		l.cgPosture = o.cgroups.Posture()
+	default:
+		m, err := cgroups.New(cgroups.WithLogger(o.logger))
+		if err != nil {
+			l.cgPosture = cgroups.Posture{Memory: off(err.Error()), Pids: off(err.Error()), CPU: off(err.Error())}
+		} else {
+			l.cgroups, l.ownCgroups = m, true
+			l.cgPosture = m.Posture()
+			if err := m.CleanStale(); err != nil {
+				o.logger.Warn("remove stale cgroups", "err", err)
+			}
+		}
+	}
+	if l.resources != nil && (l.cgroups == nil || l.cgPosture.Degraded()) {
+		o.logger.Warn("cgroup limits are not (fully) enforced on this host; running with rlimits and the wall-clock kill",
+			"memory", l.cgPosture.Memory.Reason, "pids", l.cgPosture.Pids.Reason, "cpu", l.cgPosture.CPU.Reason, "fix", l.cgPosture.Fix)
+	}
+	var required []cgroups.Limit
+	for _, name := range pol.Limits.Required {
+		switch name {
+		case "memory":
+			required = append(required, cgroups.Memory)
+		case "pids":
+			required = append(required, cgroups.Pids)
+		case "cpus":
+			required = append(required, cgroups.CPU)
+		}
+	}
+	if err := l.cgPosture.Require(required...); err != nil {
+		return &executor.Error{Code: executor.CodeConfig, Err: err,
+			Message: fmt.Sprintf("native: policy %q requires limits this host cannot enforce: %v", pol.Name, err)}
+	}
+	return nil
+}
+
+func off(reason string) cgroups.LimitPosture { return cgroups.LimitPosture{Reason: reason} }

@@ -1,0 +1,168 @@
+// Package native is moat's own sandbox provider: every tool call runs in
+// fresh user, mount, pid, net, ipc and uts namespaces on a read-only root,
+// under the policy's seccomp filter and cgroup limits, as an unprivileged id
+// with no capabilities, on the shared dispatch pipeline of package executor.
+//
+// The embedding program must call nsexec.Init() first in main (and test
+// packages in TestMain), because the sandbox init is a re-exec of the
+// running binary (or of WithInitPath's).
+package native
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/moat-sandbox/moat/cgroups"
+	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/nsexec"
+	"github.com/moat-sandbox/moat/policies"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Provider is the native sandbox executor.
+type Provider struct {
+	pipeline *executor.Pipeline
+	launcher *launcher
+}
+
+// Option configures a Provider.
+type Option func(*options)
+
+type options struct {
+	policy     *policies.Policy
+	pipeline   executor.Config
+	timeoutSet bool
+	capSet     bool
+	binds      []specs.Mount
+	nsexec     []nsexec.Option
+	cgroups    *cgroups.Manager
+	noCgroups  bool
+	logger     *slog.Logger
+}
+
+// WithPolicy sets the sandbox policy (default: the built-in "default").
+func WithPolicy(p *policies.Policy) Option { return func(o *options) { o.policy = p } }
+
+// WithTimeout overrides the policy's wall-clock limit.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) { o.pipeline.Timeout, o.timeoutSet = d, d != 0 }
+}
+
+// WithKillGrace sets the SIGTERM to SIGKILL grace (default 2 s).
+func WithKillGrace(d time.Duration) Option { return func(o *options) { o.pipeline.KillGrace = d } }
+
+// WithMaxOutputBytes overrides the policy's per-stream output cap.
+func WithMaxOutputBytes(n int) Option {
+	return func(o *options) { o.pipeline.MaxOutputBytes, o.capSet = n, n != 0 }
+}
+
+// WithWorkdirBase sets the host parent of the per-call workdirs.
+func WithWorkdirBase(dir string) Option { return func(o *options) { o.pipeline.WorkdirBase = dir } }
+
+// WithAllowEnv adds host variables to the policy's environment allowlist.
+func WithAllowEnv(names ...string) Option {
+	return func(o *options) { o.pipeline.AllowEnv = append(o.pipeline.AllowEnv, names...) }
+}
+
+// WithLookupEnv replaces os.LookupEnv as the source of allowlisted values.
+func WithLookupEnv(f func(string) (string, bool)) Option {
+	return func(o *options) { o.pipeline.LookupEnv = f }
+}
+
+// WithCredentials mints per-call environment variables.
+func WithCredentials(f executor.CredentialsFunc) Option {
+	return func(o *options) { o.pipeline.Credentials = f }
+}
+
+// WithLedger records every dispatch in l (two-phase when l has Intent).
+func WithLedger(l executor.Ledger) Option { return func(o *options) { o.pipeline.Ledger = l } }
+
+// WithCommand sets the fallback command (a path inside the sandbox, or a
+// bare name looked up in the tool's PATH there) and the args prepended to
+// the spec's args.
+func WithCommand(command string, args ...string) Option {
+	return func(o *options) { o.pipeline.Command, o.pipeline.Args = command, args }
+}
+
+// WithBinds adds bind mounts (Source on the host, Destination inside,
+// Options "ro" or "rw") to the policy's.
+func WithBinds(m ...specs.Mount) Option { return func(o *options) { o.binds = append(o.binds, m...) } }
+
+// WithInitPath starts this binary as the sandbox init instead of the
+// running one; its main must call nsexec.Init() first.
+func WithInitPath(path string) Option {
+	return func(o *options) { o.nsexec = append(o.nsexec, nsexec.WithInitPath(path)) }
+}
+
+// WithNsexecOptions passes options to nsexec.Start (identity, handshake
+// timeout).
+func WithNsexecOptions(opts ...nsexec.Option) Option {
+	return func(o *options) { o.nsexec = append(o.nsexec, opts...) }
+}
+
+// WithCgroups uses m for the per-dispatch limits instead of a manager the
+// provider detects itself.
+func WithCgroups(m *cgroups.Manager) Option { return func(o *options) { o.cgroups = m } }
+
+// WithoutCgroups runs without cgroup limits (rlimits and the wall-clock
+// kill only); a policy that requires a cgroup limit then refuses.
+func WithoutCgroups() Option { return func(o *options) { o.noCgroups = true } }
+
+// WithClock replaces time.Now for startedAt and durationMs.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.pipeline.Now = now } }
+
+// WithLogger sets the logger for warnings (default: discarded).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger = l; o.pipeline.Logger = l }
+}
+
+// New builds a native provider: it resolves and validates the policy,
+// compiles its seccomp filter once, and sets up the cgroup manager. A policy
+// that requires a limit this host cannot enforce is refused here.
+func New(opts ...Option) (*Provider, error) {
+	o := options{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	if o.policy == nil {
+		p, err := policies.Builtin("default")
+		if err != nil {
+			return nil, fmt.Errorf("native: load the default policy: %w", err)
+		}
+		o.policy = p
+	}
+	l, cfg, err := lower(&o)
+	if err != nil {
+		return nil, err
+	}
+	p, err := executor.NewPipeline(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{pipeline: p, launcher: l}, nil
+}
+
+// Dispatch runs one tool call in a fresh sandbox.
+func (p *Provider) Dispatch(ctx context.Context, req *executor.Request) (json.RawMessage, error) {
+	return p.pipeline.Dispatch(ctx, req, p.launcher)
+}
+
+// Config returns the resolved pipeline configuration.
+func (p *Provider) Config() executor.Config { return p.pipeline.Config() }
+
+// Cgroups reports what the provider enforces through cgroups on this host.
+func (p *Provider) Cgroups() cgroups.Posture { return p.launcher.cgPosture }
+
+// Close releases the provider's cgroup manager when it created it.
+func (p *Provider) Close() error {
+	if p.launcher.ownCgroups && p.launcher.cgroups != nil {
+		return p.launcher.cgroups.Close()
+	}
+	return nil
+}

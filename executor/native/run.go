@@ -1,0 +1,92 @@
+package native
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/moat-sandbox/moat/executor"
+)
+
+// Command is one command run in a sandbox with its stdio passed through (as
+// `moat run` does), outside the tool-program protocol and the ledger.
+type Command struct {
+	// Args is the argv; Args[0] is a path inside the sandbox or a bare name
+	// looked up in Env's PATH there.
+	Args []string
+	// Env is the complete environment of the command.
+	Env []string
+	// Workdir is the host directory mounted at /work; empty means a fresh
+	// 0700 directory under the provider's workdir base, removed afterwards.
+	Workdir string
+	// Stdin, Stdout and Stderr are passed to the command as they are.
+	Stdin, Stdout, Stderr *os.File
+	// Signals, when set, are forwarded to the sandbox's pid 1.
+	Signals <-chan os.Signal
+}
+
+// Run runs one command in a fresh sandbox under the provider's policy and
+// waits for it. The wall-clock limit kills the whole sandbox; the returned
+// status says how the command ended, and the error is a typed
+// *executor.Error for a timeout, a setup or spawn failure, or an OOM kill.
+func (p *Provider) Run(ctx context.Context, c *Command) (executor.ExitStatus, error) {
+	cfg := p.pipeline.Config()
+	if len(c.Args) == 0 {
+		return executor.ExitStatus{}, &executor.Error{Code: executor.CodeConfig, Message: "run: no command given"}
+	}
+	workdir := c.Workdir
+	if workdir == "" {
+		dir, err := os.MkdirTemp(cfg.WorkdirBase, "moat-run-")
+		if err != nil {
+			return executor.ExitStatus{}, &executor.Error{Code: executor.CodeConfig, Err: err,
+				Message: fmt.Sprintf("run: create a workdir under %q: %v", cfg.WorkdirBase, err)}
+		}
+		defer os.RemoveAll(dir)
+		workdir = dir
+	}
+	tool := "run"
+	proc, err := p.launcher.Launch(ctx, &executor.Launch{
+		Request: &executor.Request{Tool: tool},
+		Path:    c.Args[0], Args: c.Args[1:], Env: c.Env, Workdir: workdir,
+		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
+	})
+	if err != nil {
+		return executor.ExitStatus{}, err
+	}
+	timer := time.NewTimer(cfg.Timeout)
+	defer timer.Stop()
+	done := make(chan struct{})
+	var timedOut atomic.Bool
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-timer.C:
+				timedOut.Store(true)
+				_ = proc.Signal(syscall.SIGKILL)
+			case <-ctx.Done():
+				_ = proc.Signal(syscall.SIGKILL)
+			case s := <-c.Signals:
+				if sig, ok := s.(syscall.Signal); ok {
+					_ = proc.Signal(sig)
+				}
+			}
+		}
+	}()
+	st, err := proc.Wait()
+	close(done)
+	if err != nil {
+		return st, err
+	}
+	if timedOut.Load() {
+		return st, &executor.Error{Code: executor.CodeTimeout, Message: fmt.Sprintf("command exceeded %v and was killed", cfg.Timeout)}
+	}
+	if st.Err != nil {
+		return st, st.Err
+	}
+	return st, nil
+}

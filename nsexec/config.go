@@ -1,0 +1,89 @@
+package nsexec
+
+import (
+	"os"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// ConfigVersion is the version of the Config wire format. The child refuses a
+// config of another version, so a parent and an init binary of different
+// builds fail loudly instead of half-applying a policy.
+const ConfigVersion = 1
+
+// Network modes.
+const (
+	NetworkNone     = "none"     // only lo, left down
+	NetworkLoopback = "loopback" // only lo, brought up
+)
+
+// Defaults applied by Start to zero fields.
+const (
+	DefaultUID      = 1000
+	DefaultGID      = 1000
+	DefaultHostname = "moat"
+	DefaultTmpSize  = 64 << 20
+)
+
+// Config is everything the sandbox child needs. It travels as JSON over the
+// sync socket in one frame; it is data only.
+type Config struct {
+	// Version must be ConfigVersion (or zero, which Start fills in).
+	Version int `json:"version"`
+	// Rootfs is a host directory used as the read-only root. Empty means host
+	// mode: a tmpfs root with read-only binds of the host system directories
+	// and a minimal /etc. In a rootfs, /proc, /dev, /tmp, /work and every
+	// extra mount target must already exist; the rootfs is never modified.
+	Rootfs string `json:"rootfs,omitempty"`
+	// Mounts are extra binds: Source on the host, Destination inside,
+	// Options "ro" (the default) or "rw".
+	Mounts []specs.Mount `json:"mounts,omitempty"`
+	// Network is NetworkNone (the default) or NetworkLoopback.
+	Network string `json:"network,omitempty"`
+	// UID and GID are the identity of the tool inside the sandbox. When both
+	// are zero they become DefaultUID and DefaultGID (so uid 0 inside can only
+	// be had with a non-zero GID; it would hold no capability either way).
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// Hostname inside the UTS namespace (default DefaultHostname).
+	Hostname string `json:"hostname,omitempty"`
+	// TmpSize is the size cap of the /tmp tmpfs in bytes (default
+	// DefaultTmpSize).
+	TmpSize int64 `json:"tmpSize,omitempty"`
+	// Rlimits are applied after RLIMIT_CORE 0, so a policy may override it.
+	Rlimits []specs.POSIXRlimit `json:"rlimits,omitempty"`
+	// Seccomp is a marshalled seccomp.Program, loaded last, just before the
+	// exec. Empty means no filter.
+	Seccomp []byte `json:"seccomp,omitempty"`
+	// Args is the tool argv. Args[0] is a path inside the sandbox, or a bare
+	// name looked up in the PATH of Env inside the new root (a default PATH
+	// when Env has none).
+	Args []string `json:"args"`
+	// Env is the complete environment of the tool.
+	Env []string `json:"env"`
+	// Workdir is a host directory bound read-write at /work, which is the
+	// tool's working directory. Empty means nothing is bound at /work and
+	// the working directory is /.
+	Workdir string `json:"workdir,omitempty"`
+	// CgroupNS unshares the cgroup namespace after the parent has placed the
+	// child in its cgroup (after WithPlacement ran, or at clone time with
+	// WithCgroupFD).
+	CgroupNS bool `json:"cgroupNS,omitempty"`
+}
+
+// Stdio holds the files the tool gets as descriptors 0, 1 and 2. A nil
+// member is replaced by /dev/null.
+type Stdio struct {
+	Stdin, Stdout, Stderr *os.File
+}
+
+// wire is the frame the parent sends: the Config plus what only the parent
+// knows about the id mapping.
+type wire struct {
+	Config *Config `json:"config"`
+	// DropGroups is set when the parent is root and allowed setgroups in the
+	// child's user namespace, so the child can clear the supplementary groups
+	// inherited from root (rootless, setgroups is denied and the caller's own
+	// groups stay, as with every rootless sandbox).
+	DropGroups bool `json:"dropGroups,omitempty"`
+}

@@ -1,0 +1,41 @@
+// Package nsexec starts a tool program in a fresh sandbox: new user, mount,
+// pid, network, IPC and UTS namespaces created at clone time, a private root
+// built from read-only binds, a masked /proc, a minimal /dev, a size-capped
+// /tmp and a read-write /work, with every capability dropped, no_new_privs
+// set and an optional seccomp filter installed just before the tool is
+// executed as pid 1 of its pid namespace.
+//
+// The sandbox child is a re-exec of the running binary (or of the binary
+// named by WithInitPath). That binary must call Init first in main, and every
+// TestMain that starts sandboxes must do the same:
+//
+//	func main() {
+//		nsexec.Init()
+//		...
+//	}
+//
+// Init recognises the child by two signals, the argv[0] sentinel InitArgv0
+// and the environment variable naming the config descriptor; in any other
+// process it returns at once. In the child it never returns: it execs the
+// tool or reports a SetupError to the parent and exits 125.
+//
+// # Identity
+//
+// Host root is never mapped into the sandbox. Exactly one id is mapped: the
+// configured inside uid (and gid) onto one host id. Rootless, that host id is
+// the caller's own effective uid and gid. As root it is the Identity given
+// with WithIdentity (SubordinateIdentity reads one from /etc/subuid and
+// /etc/subgid), else DefaultHostID, a dedicated unprivileged id outside the
+// ranges systemd assigns, so that an escape lands as nobody in particular.
+//
+// The init gets the capabilities it needs for the setup (mounts, hostname,
+// loopback, the privilege drop itself) as ambient capabilities in its own user
+// namespace, because its uid inside is the non-zero tool uid and a single-id
+// map leaves no other uid to switch to. Before the exec it clears every set,
+// the bounding set included, and locks the securebits, so the tool holds
+// nothing and cannot regain anything.
+//
+// The kernel must have openat2 (5.6), close_range (5.9) and mount_setattr
+// (5.12); the mount tree is built with the fd-based mount API so every target
+// is resolved beneath the new root.
+package nsexec

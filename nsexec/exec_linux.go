@@ -1,0 +1,81 @@
+package nsexec
+
+import (
+	"strings"
+	"syscall"
+
+	"github.com/moat-sandbox/moat/seccomp"
+	"golang.org/x/sys/unix"
+)
+
+// defaultPath is searched when the tool's environment has no PATH.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// exec replaces the init with the tool, on the locked thread: privileges
+// dropped, descriptors above 2 close-on-exec, seccomp installed last.
+func (c *child) exec() error {
+	cfg := c.cfg
+	path, err := lookPath(cfg.Args[0], cfg.Env)
+	if err != nil {
+		return stepErr(StepExec, cfg.Args[0], "", err)
+	}
+	var prog seccomp.Program
+	if len(cfg.Seccomp) > 0 {
+		if prog, err = seccomp.ParseProgram(cfg.Seccomp); err != nil {
+			return stepErr(StepSeccomp, "", err.Error(), unix.EINVAL)
+		}
+	}
+	if err := dropPrivileges(); err != nil {
+		return err
+	}
+	// Every inherited or internal descriptor above stdio, the sync socket
+	// included, closes at exec (close_range(2) CLOSE_RANGE_CLOEXEC; the
+	// CVE-2024-21626 lesson). The sync socket stays usable for a report if
+	// the exec fails.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return stepErr(StepFDs, "", "close_range", err)
+	}
+	// Last: once the filter is in place, the only calls left are execve
+	// (and, on failure, the report write and exit).
+	if prog != nil {
+		if err := seccomp.Load(prog); err != nil {
+			return stepErr(StepSeccomp, "", "", err)
+		}
+	}
+	err = syscall.Exec(path, cfg.Args, cfg.Env)
+	return stepErr(StepExec, path, "", err)
+}
+
+// lookPath resolves a bare tool name against the PATH of the tool's
+// environment inside the new root, as execvp(3) would.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := defaultPath
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	denied := false
+	for _, dir := range strings.Split(path, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + name
+		var st unix.Stat_t
+		if unix.Stat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		if unix.Access(p, unix.X_OK) != nil {
+			denied = true
+			continue
+		}
+		return p, nil
+	}
+	if denied {
+		return "", unix.EACCES
+	}
+	return "", unix.ENOENT
+}

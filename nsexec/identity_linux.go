@@ -1,0 +1,76 @@
+package nsexec
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// DefaultHostID is the host uid and gid a sandbox started by root maps to
+// when no Identity is given. It lies in 1879048192..2147352575, the block
+// that systemd leaves unassigned between its container range
+// (524288..1879048191) and its foreign range (2147352576..), so it is nobody's:
+// not root, not a login user, not the shared 65534 that host daemons run as.
+// See https://systemd.io/UIDS-GIDS/.
+const DefaultHostID = 2000000000
+
+// hostIdentity picks the host ids to map: the caller's own rootless, else
+// the configured or default unprivileged id. Host root is never returned.
+func hostIdentity(o *options) (id Identity, root bool, err error) {
+	if os.Geteuid() != 0 {
+		return Identity{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}, false, nil
+	}
+	id = Identity{UID: DefaultHostID, GID: DefaultHostID}
+	if o.identity != nil {
+		id = *o.identity
+	}
+	if id.UID == 0 || id.GID == 0 {
+		return Identity{}, true, fmt.Errorf("nsexec identity %d:%d: refusing to map host root into a sandbox", id.UID, id.GID)
+	}
+	return id, true, nil
+}
+
+// SubordinateIdentity returns the first id of the ranges /etc/subuid and
+// /etc/subgid delegate to user (a name or a numeric uid), for WithIdentity.
+func SubordinateIdentity(user string) (Identity, error) {
+	uid, err := firstSubID("/etc/subuid", user)
+	if err != nil {
+		return Identity{}, err
+	}
+	gid, err := firstSubID("/etc/subgid", user)
+	if err != nil {
+		return Identity{}, err
+	}
+	return Identity{UID: uid, GID: gid}, nil
+}
+
+// firstSubID parses subuid(5) lines "name:start:count".
+func firstSubID(path, user string) (uint32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("read subordinate ids: %w", err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Split(strings.TrimSpace(s.Text()), ":")
+		if len(fields) != 3 || fields[0] != user {
+			continue
+		}
+		start, err := strconv.ParseUint(fields[1], 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("parse %s line for %s: %w", path, user, err)
+		}
+		count, err := strconv.ParseUint(fields[2], 10, 32)
+		if err != nil || count == 0 || start == 0 {
+			return 0, fmt.Errorf("parse %s line for %s: unusable range %s:%s", path, user, fields[1], fields[2])
+		}
+		return uint32(start), nil
+	}
+	if err := s.Err(); err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	return 0, fmt.Errorf("read %s: no range for %s: %w", path, user, os.ErrNotExist)
+}

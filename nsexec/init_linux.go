@@ -1,0 +1,114 @@
+package nsexec
+
+import (
+	"encoding/json"
+	"os"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// InitArgv0 is the argv[0] of the sandbox child; it shows in ps.
+const InitArgv0 = "moat-sandbox-init"
+
+// initFDEnv names the descriptor of the sync socket in the child. It is the
+// only environment variable the child gets, and the second signal (with
+// InitArgv0) that this process is a sandbox child.
+const initFDEnv = "_MOAT_INIT_FD"
+
+// exitSetup is the child's exit status when the setup failed (as runc and
+// crun use 125 for "the runtime failed").
+const exitSetup = 125
+
+var initCalled atomic.Bool
+
+// Init must be called first in main, and in TestMain of every test package
+// that starts sandboxes. In a normal process it returns at once. In a
+// sandbox child it never returns: it execs the tool, or reports a SetupError
+// to the parent and exits 125.
+func Init() {
+	initCalled.Store(true)
+	if len(os.Args) != 1 || os.Args[0] != InitArgv0 {
+		return
+	}
+	v, ok := os.LookupEnv(initFDEnv)
+	if !ok {
+		return
+	}
+	// Everything per-thread (credentials, capabilities, securebits,
+	// no_new_privs, the parent-death signal) is applied to this thread, and
+	// execve keeps exactly the calling thread's state, so the goroutine must
+	// stay on it until the exec.
+	runtime.LockOSThread()
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		os.Exit(exitSetup)
+	}
+	c := &child{sync: fd}
+	err = c.run()
+	c.fail(err)
+}
+
+// child is the state of the sandbox child between the handshake and the exec.
+type child struct {
+	sync int
+	cfg  *Config
+	drop bool // clear the supplementary groups (the parent is root)
+}
+
+// run never returns on success: the last step execs the tool.
+func (c *child) run() error {
+	// The init is non-dumpable so nothing in the sandbox can ptrace it or
+	// open its /proc/1/{mem,fd,exe} while it holds capabilities
+	// (CVE-2016-9962); the tool gets a fresh dumpable state at exec.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return stepErr(StepConfig, "", "PR_SET_DUMPABLE", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(c.sync), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return stepErr(StepConfig, "", "sync socket", err)
+	}
+	w, err := readFrame(c.sync)
+	if err != nil {
+		return stepErr(StepConfig, "", err.Error(), err)
+	}
+	c.cfg, c.drop = w.Config, w.DropGroups
+	if err := writeAll(c.sync, []byte{msgHello}); err != nil {
+		os.Exit(exitSetup)
+	}
+	var b [1]byte
+	if err := readFull(c.sync, b[:]); err != nil || b[0] != msgGo {
+		os.Exit(exitSetup) // the parent gave up or died
+	}
+	// After the parent placed us in our cgroup, so the namespace's root is
+	// the leaf, not its parent (peers.md 2c.8).
+	if c.cfg.CgroupNS {
+		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+			return stepErr(StepCgroupNS, "", "unshare CLONE_NEWCGROUP", err)
+		}
+	}
+	if err := c.buildRoot(); err != nil {
+		return err
+	}
+	if err := c.hygiene(); err != nil {
+		return err
+	}
+	return c.exec()
+}
+
+// fail reports err to the parent and exits 125.
+func (c *child) fail(err error) {
+	r := report{Step: StepUnknown, Errno: int(unix.EIO), Detail: "unexpected"}
+	if se, ok := err.(*SetupError); ok {
+		r = report{Step: se.Step, Path: se.Path, Errno: int(se.Errno), Detail: se.Detail}
+	}
+	b, _ := json.Marshal(r)
+	_ = writeAll(c.sync, append([]byte{msgError}, b...))
+	os.Exit(exitSetup)
+}
+
+// stepErr builds the SetupError of a failed step.
+func stepErr(step Step, path, detail string, err error) *SetupError {
+	return &SetupError{Step: step, Path: path, Detail: detail, Errno: errnoOf(err)}
+}

@@ -1,0 +1,122 @@
+package nsexec
+
+import (
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The mount tree is built with the fd-based mount API (open_tree(2),
+// fsopen(2), fsmount(2), move_mount(2), mount_setattr(2); kernel 5.12), for
+// three reasons:
+//   - a bind source is cloned as a detached tree before anything covers it,
+//     so sources under /tmp survive the staging mount on /tmp;
+//   - mount_setattr applies read-only, nosuid and nodev recursively to the
+//     whole cloned tree, and only ever adds flags, so the "locked flags"
+//     EPERM of a MS_REMOUNT in a user namespace (peers.md 2c.6) cannot occur;
+//   - every target is an fd resolved with openat2(2) beneath the new root,
+//     so a symlinked target cannot redirect a mount to the host
+//     (CVE-2019-16884, CVE-2021-30465 and their kin).
+
+// Mount attribute sets.
+const (
+	attrRO      = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	attrRW      = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	attrDevNode = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC
+)
+
+// cloneTree returns a detached recursive copy of the mount tree at path
+// (relative to dirfd, or dirfd itself when path is empty) with attr set on
+// every mount of it.
+func cloneTree(dirfd int, path string, attr uint64) (int, error) {
+	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_RECURSIVE)
+	if path == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	fd, err := unix.OpenTree(dirfd, path, flags)
+	if err != nil {
+		return -1, err
+	}
+	if err := setAttr(fd, attr, true); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// setAttr adds attr to the mount at fd (and below it when recursive).
+func setAttr(fd int, attr uint64, recursive bool) error {
+	flags := uint(unix.AT_EMPTY_PATH)
+	if recursive {
+		flags |= unix.AT_RECURSIVE
+	}
+	return unix.MountSetattr(fd, "", flags, &unix.MountAttr{Attr_set: attr})
+}
+
+// newFS creates a detached mount of a fresh fstype filesystem with the given
+// "key=value" (or bare flag) options.
+func newFS(fstype string, attr int, opts ...string) (int, error) {
+	fsfd, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(fsfd)
+	for _, o := range opts {
+		k, v, ok := strings.Cut(o, "=")
+		if ok {
+			err = unix.FsconfigSetString(fsfd, k, v)
+		} else {
+			err = unix.FsconfigSetFlag(fsfd, k)
+		}
+		if err != nil {
+			return -1, err
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, err
+	}
+	return unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, attr)
+}
+
+// attach moves the detached mount tree onto target and closes tree.
+func attach(tree, target int) error {
+	defer unix.Close(tree)
+	return unix.MoveMount(tree, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+}
+
+// Resolution modes for a mount target.
+const (
+	// strictTarget refuses any symlink on the way: the fixed mount points
+	// (/proc, /dev, /tmp, /work) of an untrusted rootfs.
+	strictTarget = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_SYMLINKS
+	// beneathTarget follows relative symlinks that stay beneath the root and
+	// refuses (EXDEV) any that leaves it, absolute ones included.
+	beneathTarget = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
+)
+
+// openTarget resolves path (absolute inside the sandbox) beneath rootfd.
+func openTarget(rootfd int, path string, resolve uint64) (int, error) {
+	rel := strings.TrimLeft(path, "/")
+	if rel == "" {
+		rel = "."
+	}
+	return unix.Openat2(rootfd, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: resolve,
+	})
+}
+
+// mountAt attaches tree at path beneath rootfd, resolving it with resolve.
+// The error names the failed step: the target, or the mount itself.
+func mountAt(rootfd int, path string, resolve uint64, tree int) error {
+	tfd, err := openTarget(rootfd, path, resolve)
+	if err != nil {
+		unix.Close(tree)
+		return stepErr(StepMountTarget, path, "", err)
+	}
+	defer unix.Close(tfd)
+	if err := attach(tree, tfd); err != nil {
+		return stepErr(StepMount, path, "", err)
+	}
+	return nil
+}

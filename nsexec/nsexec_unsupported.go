@@ -1,0 +1,44 @@
+//go:build !linux
+
+package nsexec
+
+import (
+	"context"
+	"os"
+)
+
+// InitArgv0 is the argv[0] of the sandbox child.
+const InitArgv0 = "moat-sandbox-init"
+
+// DefaultHostID: see the Linux documentation.
+const DefaultHostID = 2000000000
+
+// Init returns at once: there are no sandbox children on this system.
+func Init() {}
+
+// Start returns ErrUnsupported.
+func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Process, error) {
+	return nil, ErrUnsupported
+}
+
+// SubordinateIdentity returns ErrUnsupported.
+func SubordinateIdentity(user string) (Identity, error) { return Identity{}, ErrUnsupported }
+
+// Process is never created on this system.
+type Process struct{}
+
+// Pid returns 0.
+func (p *Process) Pid() int { return 0 }
+
+// Signal returns ErrUnsupported.
+func (p *Process) Signal(sig os.Signal) error { return ErrUnsupported }
+
+// Done returns a closed channel.
+func (p *Process) Done() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// Wait returns ErrUnsupported.
+func (p *Process) Wait() (Exit, error) { return Exit{}, ErrUnsupported }

@@ -1,0 +1,67 @@
+package nsexec
+
+import (
+	"io"
+	"log/slog"
+	"time"
+)
+
+// DefaultHandshakeTimeout bounds each wait for the child: the hello after
+// the spawn, and the exec after the go.
+const DefaultHandshakeTimeout = 5 * time.Second
+
+// Option wires Start.
+type Option func(*options)
+
+type options struct {
+	initPath  string
+	timeout   time.Duration
+	logger    *slog.Logger
+	cgroupFD  int
+	placement func(pid int) error
+	identity  *Identity
+}
+
+func newOptions(opts []Option) options {
+	o := options{timeout: DefaultHandshakeTimeout, cgroupFD: -1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
+
+// WithInitPath starts the binary at path instead of /proc/self/exe. Its main
+// must call Init first.
+func WithInitPath(path string) Option { return func(o *options) { o.initPath = path } }
+
+// WithHandshakeTimeout bounds each wait for the child (default
+// DefaultHandshakeTimeout). A child that does not say hello in time is killed
+// and Start returns ErrNotWired.
+func WithHandshakeTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithLogger sets the logger for the parent side (discarded by default).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithCgroupFD clones the child directly into the cgroup v2 directory open at
+// fd (clone3 CLONE_INTO_CGROUP), so it never runs outside it.
+func WithCgroupFD(fd int) Option { return func(o *options) { o.cgroupFD = fd } }
+
+// WithPlacement calls place with the child's host pid after the child said
+// hello and before it is told to go on, for example to write the pid into a
+// cgroup v1 leaf. An error kills the child and is returned by Start.
+func WithPlacement(place func(pid int) error) Option {
+	return func(o *options) { o.placement = place }
+}
+
+// WithIdentity sets the host uid and gid that the sandbox's single inside id
+// maps to, when Start runs as root. It is ignored rootless, where the only
+// id that can be mapped is the caller's own.
+func WithIdentity(id Identity) Option { return func(o *options) { o.identity = &id } }
+
+// Identity is a host-side uid and gid.
+type Identity struct {
+	UID, GID uint32
+}

@@ -1,0 +1,94 @@
+package nsexec
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+// Securebits (include/uapi/linux/securebits.h; capabilities(7)).
+const (
+	secbitNoRoot                 = 1 << 0
+	secbitNoRootLocked           = 1 << 1
+	secbitNoSetuidFixup          = 1 << 2
+	secbitNoSetuidFixupLocked    = 1 << 3
+	secbitKeepCapsLocked         = 1 << 5
+	secbitNoCapAmbientRaise      = 1 << 6
+	secbitNoCapAmbientRaiseLockd = 1 << 7
+)
+
+// lockedSecurebits: uid 0 gets no capabilities at exec (NOROOT), uid
+// changes never touch capability sets (NO_SETUID_FIXUP), KEEP_CAPS stays off,
+// no ambient capability can be raised, and every bit is locked.
+const lockedSecurebits = secbitNoRoot | secbitNoRootLocked | secbitNoSetuidFixup |
+	secbitNoSetuidFixupLocked | secbitKeepCapsLocked | secbitNoCapAmbientRaise | secbitNoCapAmbientRaiseLockd
+
+// initCaps are the capabilities the init holds in its user namespace,
+// raised as ambient capabilities by the parent's SysProcAttr so they survive
+// the re-exec although the init's uid is not 0 there.
+var initCaps = []uintptr{
+	unix.CAP_SYS_ADMIN,    // mounts, pivot_root, sethostname
+	unix.CAP_NET_ADMIN,    // loopback up
+	unix.CAP_SETUID,       // switch to the sandbox uid
+	unix.CAP_SETGID,       // switch gid, clear groups
+	unix.CAP_SETPCAP,      // bounding set, securebits
+	unix.CAP_SYS_RESOURCE, // rlimits above the inherited hard limit
+}
+
+// switchIdentity makes the exec thread the sandbox uid and gid. It uses
+// raw per-thread system calls on purpose: the goroutine is locked to this
+// thread, every later step of the child runs on it, and execve keeps only
+// this thread's credentials, so the all-threads broadcast of Go's and libc's
+// wrappers (a signal round trip per thread) buys nothing.
+// Capabilities survive: the old uid is not 0 in this user namespace, so the
+// kernel's setuid fixup does not clear them (security/commoncap.c
+// cap_emulate_setxuid compares against the namespace's uid 0).
+func (c *child) switchIdentity() error {
+	if c.drop {
+		if _, _, e := unix.RawSyscall(sysSetgroups, 0, 0, 0); e != 0 {
+			return stepErr(StepIdentity, "", "setgroups", e)
+		}
+	}
+	gid, uid := uintptr(c.cfg.GID), uintptr(c.cfg.UID)
+	if _, _, e := unix.RawSyscall(sysSetresgid, gid, gid, gid); e != 0 {
+		return stepErr(StepIdentity, "", "setresgid", e)
+	}
+	if _, _, e := unix.RawSyscall(sysSetresuid, uid, uid, uid); e != 0 {
+		return stepErr(StepIdentity, "", "setresuid", e)
+	}
+	// A credential change clears the parent-death signal
+	// (kernel/cred.c commit_creds); re-arm it on the exec thread, whose value
+	// the tool inherits (rootlesskit re-arms it for the same reason).
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return stepErr(StepIdentity, "", "PR_SET_PDEATHSIG", err)
+	}
+	return nil
+}
+
+// dropPrivileges empties every capability set of the calling thread (the
+// exec thread), locks the securebits and sets no_new_privs, so neither the
+// tool nor anything it execs can hold or regain a capability.
+func dropPrivileges() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return stepErr(StepCapabilities, "", "clear ambient", err)
+	}
+	for cp := uintptr(0); ; cp++ {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, cp, 0, 0, 0)
+		if err == unix.EINVAL {
+			break // past CAP_LAST_CAP of this kernel
+		}
+		if err != nil {
+			return stepErr(StepCapabilities, "", "drop bounding set", err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0); err != nil {
+		return stepErr(StepCapabilities, "", "securebits", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return stepErr(StepCapabilities, "", "capset", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return stepErr(StepNoNewPrivs, "", "", err)
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package nsexec
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// Process is a running sandbox. Its pid is the tool's, which is pid 1 of the
+// sandbox's pid namespace: when it exits, the kernel kills everything else
+// in the sandbox.
+type Process struct {
+	proc  *os.Process
+	done  chan struct{}
+	state *os.ProcessState
+	err   error
+}
+
+// own spawns the child from a locked OS thread and keeps that thread until
+// the child is reaped: the child's parent-death signal is tied to the
+// spawning thread, not the process (golang/go#27505; moby PR #44215). The
+// goroutine never unlocks, so the runtime discards the thread afterwards.
+func (p *Process) own(path string, attr *os.ProcAttr, started chan<- error) {
+	runtime.LockOSThread()
+	proc, err := os.StartProcess(path, []string{InitArgv0}, attr)
+	if err != nil {
+		started <- err
+		return
+	}
+	p.proc = proc
+	started <- nil
+	p.state, p.err = proc.Wait()
+	close(p.done)
+}
+
+// abort kills a child that failed its setup and reaps it.
+func (p *Process) abort() {
+	_ = p.proc.Kill()
+	<-p.done
+}
+
+// Pid returns the host pid of the sandbox's pid 1.
+func (p *Process) Pid() int { return p.proc.Pid }
+
+// Signal sends sig to the sandbox's pid 1, through a pidfd where the kernel
+// has them (os.Process uses one since Go 1.23), so a recycled pid is never
+// hit. As pid 1 of its namespace, the tool does not get signals it has no
+// handler for, except SIGKILL and SIGSTOP sent from here.
+func (p *Process) Signal(sig os.Signal) error { return p.proc.Signal(sig) }
+
+// Done is closed once the tool has exited and was reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the tool to exit. It may be called more than once and from
+// several goroutines.
+func (p *Process) Wait() (Exit, error) {
+	<-p.done
+	if p.err != nil {
+		return Exit{}, fmt.Errorf("wait for sandbox pid %d: %w", p.proc.Pid, p.err)
+	}
+	ws := p.state.Sys().(syscall.WaitStatus)
+	e := Exit{Code: ws.ExitStatus()}
+	if ws.Signaled() {
+		e.Code, e.Signal = -1, ws.Signal()
+	}
+	if ru, ok := p.state.SysUsage().(*syscall.Rusage); ok && ru != nil {
+		e.UserTime = time.Duration(ru.Utime.Nano())
+		e.SystemTime = time.Duration(ru.Stime.Nano())
+		e.MaxRSS = int64(ru.Maxrss) << 10 // kilobytes on Linux, getrusage(2)
+	}
+	return e, nil
+}

@@ -1,0 +1,268 @@
+package nsexec
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// hostDirs are the host system directories of host mode. A directory is
+// bound read-only; a symlink (merged /usr) is recreated as the same symlink.
+var hostDirs = []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+
+// hostEtc are the host /etc entries a dynamically linked tool needs: the
+// loader cache, CA certificates and Debian's alternatives links. They are
+// bound read-only; everything else in /etc is written by us.
+var hostEtc = []string{"ld.so.cache", "ssl", "alternatives"}
+
+// staging is where the new root is attached before pivot_root. Every bind
+// source was cloned before, so covering it hides nothing we still need; the
+// fixed name is only a mount point in our own mount namespace, never a path
+// we create (the bwrap CVE-2019-12439 lesson).
+const staging = "/tmp"
+
+// planned is a cloned source waiting for its target.
+type planned struct {
+	target  string
+	tree    int
+	resolve uint64
+	create  bool // host mode: create the target in our tmpfs root if missing
+}
+
+// buildRoot assembles the new root, pivots into it and makes it read-only.
+func (c *child) buildRoot() error {
+	cfg := c.cfg
+	// Cloneflags CLONE_NEWNS copies the host's propagation; systemd makes /
+	// shared, and pivot_root(2) fails (EINVAL) when the parent of the new root
+	// is shared, so everything becomes private first (Go only does this for
+	// Unshareflags, syscall/exec_linux.go; peers.md 2c.5).
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return stepErr(StepPropagation, "/", "", err)
+	}
+	var (
+		root  int
+		binds []planned
+		links [][2]string // name, target
+		err   error
+	)
+	if cfg.Rootfs != "" {
+		if root, err = cloneTree(unix.AT_FDCWD, cfg.Rootfs, attrRO); err != nil {
+			return stepErr(StepRootfs, cfg.Rootfs, "", err)
+		}
+	} else if binds, links, err = hostSources(); err != nil {
+		return err
+	}
+	if cfg.Workdir != "" {
+		tree, err := cloneTree(unix.AT_FDCWD, cfg.Workdir, attrRW)
+		if err != nil {
+			return stepErr(StepBind, cfg.Workdir, "workdir", err)
+		}
+		binds = append(binds, planned{target: "/work", tree: tree, resolve: strictTarget, create: cfg.Rootfs == ""})
+	}
+	extra, err := extraSources(cfg.Mounts, cfg.Rootfs == "")
+	if err != nil {
+		return err
+	}
+	binds = append(binds, extra...)
+	// From here on, files are created in our own tmpfs mounts, whose owner
+	// must be mapped in their user namespace or creation fails (EOVERFLOW,
+	// fs/namei.c may_create and fsuidgid_has_mapping), so drop to the
+	// sandbox ids now.
+	if err := c.switchIdentity(); err != nil {
+		return err
+	}
+	if cfg.Rootfs == "" {
+		if root, err = newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, "mode=0755", "size=4m", "nr_inodes=4096"); err != nil {
+			return stepErr(StepRootfs, "tmpfs", "", err)
+		}
+	}
+	defer unix.Close(root)
+	if err := stage(root); err != nil {
+		return err
+	}
+	if cfg.Rootfs == "" {
+		if err := populate(root, cfg, links); err != nil {
+			return err
+		}
+	}
+	// /tmp comes before the binds, so that a bind whose target lies under
+	// /tmp lands in the sandbox's tmpfs instead of being hidden by it.
+	tmp, err := newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, "mode=1777", "size="+strconv.FormatInt(cfg.TmpSize, 10))
+	if err != nil {
+		return stepErr(StepTmp, "/tmp", "", err)
+	}
+	if err := mountAt(root, "/tmp", strictTarget, tmp); err != nil {
+		return err
+	}
+	for _, b := range binds {
+		if b.create || strings.HasPrefix(b.target, "/tmp/") {
+			if err := ensureTarget(root, b.target, b.tree); err != nil {
+				unix.Close(b.tree)
+				return err
+			}
+		}
+		if err := mountAt(root, b.target, b.resolve, b.tree); err != nil {
+			return err
+		}
+	}
+	if err := mountProc(root); err != nil {
+		return err
+	}
+	if err := mountDev(root, cfg.TmpSize); err != nil {
+		return err
+	}
+	if err := pivot(root); err != nil {
+		return err
+	}
+	if cfg.Rootfs == "" {
+		// The tmpfs root was writable while we populated it; only the root
+		// mount itself turns read-only (/tmp, /work, /dev/shm stay rw).
+		if err := setAttr(root, unix.MOUNT_ATTR_RDONLY, false); err != nil {
+			return stepErr(StepRemountRoot, "/", "", err)
+		}
+	}
+	return nil
+}
+
+// hostSources clones the host system directories and /etc entries.
+func hostSources() ([]planned, [][2]string, error) {
+	var binds []planned
+	var links [][2]string
+	add := func(name string, resolve uint64) error {
+		var st unix.Stat_t
+		if err := unix.Lstat("/"+name, &st); err != nil {
+			return nil // absent on this host
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			target, err := readlink("/" + name)
+			if err != nil {
+				return stepErr(StepBind, "/"+name, "readlink", err)
+			}
+			links = append(links, [2]string{name, target})
+			return nil
+		}
+		tree, err := cloneTree(unix.AT_FDCWD, "/"+name, attrRO)
+		if err != nil {
+			return stepErr(StepBind, "/"+name, "", err)
+		}
+		binds = append(binds, planned{target: "/" + name, tree: tree, resolve: strictTarget, create: true})
+		return nil
+	}
+	for _, d := range hostDirs {
+		if err := add(d, strictTarget); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, e := range append(slices.Clone(hostEtc), "localtime") {
+		if err := add("etc/"+e, strictTarget); err != nil {
+			return nil, nil, err
+		}
+	}
+	return binds, links, nil
+}
+
+// extraSources clones the Config's extra binds.
+func extraSources(mounts []specs.Mount, hostMode bool) ([]planned, error) {
+	var out []planned
+	for _, m := range mounts {
+		attr := uint64(attrRO)
+		if slices.Contains(m.Options, "rw") {
+			attr = attrRW
+		}
+		tree, err := cloneTree(unix.AT_FDCWD, m.Source, attr)
+		if err != nil {
+			return nil, stepErr(StepBind, m.Source, "", err)
+		}
+		out = append(out, planned{target: m.Destination, tree: tree, resolve: beneathTarget, create: hostMode})
+	}
+	return out, nil
+}
+
+// stage attaches the new root on the staging mount point.
+func stage(root int) error {
+	fd, err := unix.Open(staging, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return stepErr(StepRootfs, staging, "staging mount point", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.MoveMount(root, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return stepErr(StepRootfs, staging, "attach the new root", err)
+	}
+	return nil
+}
+
+// pivot makes root the root of the mount namespace and detaches the host's.
+func pivot(root int) error {
+	if err := unix.Fchdir(root); err != nil {
+		return stepErr(StepPivot, "/", "fchdir", err)
+	}
+	// pivot_root(".", ".") stacks the old root on top of the new one, so no
+	// put_old directory is needed in a read-only root (pivot_root(2) NOTES;
+	// runc rootfs_linux.go pivotRoot). The old root is made a slave before
+	// the lazy unmount so the detach cannot propagate anywhere.
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return stepErr(StepPivot, "/", "pivot_root", err)
+	}
+	if err := unix.Mount("", ".", "", unix.MS_SLAVE|unix.MS_REC, ""); err != nil {
+		return stepErr(StepPivot, "/", "make the old root a slave", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return stepErr(StepPivot, "/", "detach the old root", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return stepErr(StepPivot, "/", "chdir", err)
+	}
+	return nil
+}
+
+// ensureTarget creates a missing mount target (and its parents) in the
+// tmpfs root of host mode: a directory for a directory tree, else a file.
+func ensureTarget(root int, path string, tree int) error {
+	if fd, err := openTarget(root, path, beneathTarget); err == nil {
+		unix.Close(fd)
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(tree, &st); err != nil {
+		return stepErr(StepMountTarget, path, "stat the source", err)
+	}
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	dir, err := unix.Dup(root)
+	if err != nil {
+		return stepErr(StepMountTarget, path, "", err)
+	}
+	defer func() { unix.Close(dir) }()
+	for i, p := range parts {
+		last := i == len(parts)-1
+		if last && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			fd, err := unix.Openat(dir, p, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
+			if err != nil {
+				return stepErr(StepMountTarget, path, "create", err)
+			}
+			unix.Close(fd)
+			return nil
+		}
+		if err := unix.Mkdirat(dir, p, 0o755); err != nil && err != unix.EEXIST {
+			return stepErr(StepMountTarget, path, "mkdir", err)
+		}
+		next, err := unix.Openat2(dir, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneathTarget})
+		if err != nil {
+			return stepErr(StepMountTarget, path, "", err)
+		}
+		unix.Close(dir)
+		dir = next
+	}
+	return nil
+}
+
+func readlink(path string) (string, error) {
+	b := make([]byte, unix.PathMax)
+	n, err := unix.Readlink(path, b)
+	if err != nil {
+		return "", err
+	}
+	return string(b[:n]), nil
+}

@@ -1,0 +1,170 @@
+//go:build linux
+
+package nsexec
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/moat-sandbox/moat/conformance/testenv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// rootfsVar hands the rootfs built by the root run to the nobody re-run.
+const rootfsVar = "MOAT_NSEXEC_TEST_ROOTFS"
+
+var (
+	rootfsOnce sync.Once
+	rootfsDir  string
+	rootfsErr  error
+)
+
+// rootfsProgram is a static tool for the rootfs fixture.
+const rootfsProgram = `package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	fmt.Printf("uid %d pid %d\n", os.Getuid(), os.Getpid())
+	if err := os.WriteFile("/work/out", []byte("rootfs"), 0o644); err != nil {
+		fmt.Println("work:", err)
+		os.Exit(1)
+	}
+	if err := os.WriteFile("/x", nil, 0o644); err != nil {
+		fmt.Println("root:", err)
+	} else {
+		fmt.Println("root writable")
+	}
+}
+`
+
+// testRootfs returns a tiny rootfs: a static Go program at /bin/probe, the
+// mount points, and two symlinks leaving the root (escape, relative; abs,
+// absolute).
+func testRootfs(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv(rootfsVar); d != "" {
+		return d
+	}
+	rootfsOnce.Do(func() { rootfsDir, rootfsErr = buildRootfs() })
+	if rootfsErr != nil {
+		if errors.Is(rootfsErr, fs.ErrNotExist) {
+			testenv.Skipf(t, "no go tool to build the static rootfs program: %v", rootfsErr)
+		}
+		t.Fatalf("build the test rootfs: %v", rootfsErr)
+	}
+	t.Setenv(rootfsVar, rootfsDir)
+	return rootfsDir
+}
+
+func buildRootfs() (string, error) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "moat-nsexec-rootfs-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	root := filepath.Join(dir, "root")
+	for _, d := range []string{"bin", "proc", "dev", "tmp", "work", "src"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return "", err
+		}
+	}
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module probe\n\ngo 1.22\n"), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(rootfsProgram), 0o644); err != nil {
+		return "", err
+	}
+	cmd := exec.Command(goTool, "build", "-o", filepath.Join(root, "bin", "probe"), ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", &os.PathError{Op: "go build", Path: src, Err: errorString(string(out))}
+	}
+	if err := os.Symlink("../../../../../../../../../../var", filepath.Join(root, "escape")); err != nil {
+		return "", err
+	}
+	if err := os.Symlink("/src", filepath.Join(root, "abs")); err != nil {
+		return "", err
+	}
+	return root, nil
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+func removeRootfs() {
+	if rootfsDir != "" {
+		os.RemoveAll(filepath.Dir(rootfsDir))
+	}
+}
+
+func TestRootfs(t *testing.T) {
+	root := testRootfs(t)
+	asRootAndNobody(t, func(t *testing.T) {
+		cfg := &Config{Rootfs: root, Args: []string{"/bin/probe"}, Workdir: workdir(t)}
+		r := mustRun(t, cfg)
+		if !strings.HasPrefix(r.stdout, "uid 1000 pid 1\n") || !strings.Contains(r.stdout, "root: open /x: read-only file system") {
+			t.Fatalf("got %q", r.stdout)
+		}
+		if b, err := os.ReadFile(filepath.Join(cfg.Workdir, "out")); err != nil || string(b) != "rootfs" {
+			t.Fatalf("/work/out on the host: %q, %v", b, err)
+		}
+	})
+}
+
+func TestRootfsSymlinkTargetRefused(t *testing.T) {
+	root := testRootfs(t)
+	asRootAndNobody(t, func(t *testing.T) {
+		for _, dest := range []string{"/escape/x", "/abs"} {
+			src := t.TempDir()
+			cfg := &Config{Rootfs: root, Args: []string{"/bin/probe"}, Workdir: workdir(t),
+				Mounts: []specs.Mount{{Source: src, Destination: dest, Options: []string{"rw"}}}}
+			_, err := run(t, cfg)
+			if se := setupErr(t, err, StepMountTarget, unix.EXDEV); se.Path != dest || se.Hint == "" {
+				t.Fatalf("%s: %v", dest, err)
+			}
+		}
+	})
+}
+
+func TestRootfsSymlinkedProcRefused(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		root := t.TempDir()
+		os.Chmod(root, 0o755)
+		for _, d := range []string{"dev", "tmp"} {
+			if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Symlink("/", filepath.Join(root, "proc")); err != nil {
+			t.Fatal(err)
+		}
+		_, err := run(t, &Config{Rootfs: root, Args: []string{"/bin/true"}})
+		if se := setupErr(t, err, StepMountTarget, unix.ELOOP); se.Path != "/proc" {
+			t.Fatalf("path %q, want /proc", se.Path)
+		}
+	})
+}

@@ -1,0 +1,274 @@
+package nsexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Start spawns a sandbox for cfg and returns once the tool was exec'd in it
+// (or with the *SetupError the child reported). The tool gets stdio as
+// descriptors 0, 1 and 2. cfg is not modified; zero fields get the defaults.
+func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Process, error) {
+	if _, marked := os.LookupEnv(initFDEnv); marked && !initCalled.Load() {
+		return nil, ErrNested
+	}
+	o := newOptions(opts)
+	c, err := normalize(cfg)
+	if err != nil {
+		return nil, err
+	}
+	id, root, err := hostIdentity(&o)
+	if err != nil {
+		return nil, err
+	}
+	if root && c.Workdir != "" {
+		// The workdir is created 0700 by its host owner; the sandbox's host id
+		// must own it to write there.
+		if err := os.Chown(c.Workdir, int(id.UID), int(id.GID)); err != nil {
+			return nil, fmt.Errorf("chown sandbox workdir: %w", err)
+		}
+	}
+	frame, err := encodeFrame(&wire{Config: c, DropGroups: root})
+	if err != nil {
+		return nil, err
+	}
+	sync, childEnd, err := syncPair()
+	if err != nil {
+		return nil, err
+	}
+	defer sync.Close()
+	files, closeStdio, err := stdioFiles(stdio)
+	if err != nil {
+		childEnd.Close()
+		return nil, err
+	}
+	initPath := o.initPath
+	if initPath == "" {
+		initPath = "/proc/self/exe"
+	}
+	attr := &os.ProcAttr{
+		Env:   []string{initFDEnv + "=3"},
+		Files: append(files, childEnd),
+		Sys:   sysProcAttr(c, id, root, &o),
+	}
+	p := &Process{done: make(chan struct{})}
+	started := make(chan error, 1)
+	go p.own(initPath, attr, started)
+	err = <-started
+	childEnd.Close()
+	closeStdio()
+	if err != nil {
+		return nil, cloneError(initPath, err)
+	}
+	if err := p.handshake(ctx, sync, frame, &o); err != nil {
+		p.abort()
+		return nil, err
+	}
+	o.logger.Debug("sandbox started", "pid", p.Pid(), "args", c.Args)
+	return p, nil
+}
+
+// normalize validates cfg and returns a copy with defaults and absolute
+// host paths.
+func normalize(cfg *Config) (*Config, error) {
+	if cfg == nil || len(cfg.Args) == 0 || cfg.Args[0] == "" {
+		return nil, errors.New("nsexec config: Args must name the tool")
+	}
+	c := *cfg
+	if c.Version == 0 {
+		c.Version = ConfigVersion
+	}
+	if c.Version != ConfigVersion {
+		return nil, fmt.Errorf("nsexec config: version %d, want %d", c.Version, ConfigVersion)
+	}
+	switch c.Network {
+	case "":
+		c.Network = NetworkNone
+	case NetworkNone, NetworkLoopback:
+	default:
+		return nil, fmt.Errorf("nsexec config: network %q is neither %q nor %q", c.Network, NetworkNone, NetworkLoopback)
+	}
+	if c.UID == 0 && c.GID == 0 {
+		c.UID, c.GID = DefaultUID, DefaultGID
+	}
+	if c.Hostname == "" {
+		c.Hostname = DefaultHostname
+	}
+	if c.TmpSize <= 0 {
+		c.TmpSize = DefaultTmpSize
+	}
+	var err error
+	for _, p := range []*string{&c.Rootfs, &c.Workdir} {
+		if *p != "" {
+			if *p, err = filepath.Abs(*p); err != nil {
+				return nil, fmt.Errorf("nsexec config: %w", err)
+			}
+		}
+	}
+	c.Mounts = slices.Clone(c.Mounts)
+	for i := range c.Mounts {
+		m := &c.Mounts[i]
+		if m.Source, err = filepath.Abs(m.Source); err != nil {
+			return nil, fmt.Errorf("nsexec config: %w", err)
+		}
+		if !filepath.IsAbs(m.Destination) {
+			return nil, fmt.Errorf("nsexec config: mount destination %q is not absolute", m.Destination)
+		}
+		for _, opt := range m.Options {
+			switch opt {
+			case "ro", "rw", "bind", "rbind":
+			default:
+				return nil, fmt.Errorf("nsexec config: mount %s: option %q is not supported (ro, rw)", m.Destination, opt)
+			}
+		}
+	}
+	return &c, nil
+}
+
+// sysProcAttr creates every namespace at clone time (peers.md 2b): joining
+// them later is not possible from a multi-threaded Go process.
+func sysProcAttr(c *Config, id Identity, root bool, o *options) *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+			unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: int(c.UID), HostID: int(id.UID), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: int(c.GID), HostID: int(id.GID), Size: 1}},
+		// Rootless, setgroups must be denied before gid_map can be written
+		// (user_namespaces(7)); as root it stays allowed so the child can
+		// clear the supplementary groups it inherits from root.
+		GidMappingsEnableSetgroups: root,
+		AmbientCaps:                initCaps,
+		Setsid:                     true,
+		// Fires when the spawning thread exits (golang/go#27505), so own()
+		// keeps that thread locked for the child's whole life.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if o.cgroupFD >= 0 {
+		attr.UseCgroupFD, attr.CgroupFD = true, o.cgroupFD
+	}
+	return attr
+}
+
+func syncPair() (parent, child *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create sandbox sync socket: %w", err)
+	}
+	// Non-blocking, so os.File registers it with the poller and read
+	// deadlines work for the handshake timeout.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("create sandbox sync socket: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "sandbox-sync"), os.NewFile(uintptr(fds[1]), "sandbox-sync-child"), nil
+}
+
+// stdioFiles fills nil members with /dev/null; the returned func closes
+// what it opened.
+func stdioFiles(s Stdio) ([]*os.File, func(), error) {
+	files := []*os.File{s.Stdin, s.Stdout, s.Stderr}
+	var opened []*os.File
+	closeAll := func() {
+		for _, f := range opened {
+			f.Close()
+		}
+	}
+	for i, f := range files {
+		if f != nil {
+			continue
+		}
+		flag := os.O_WRONLY
+		if i == 0 {
+			flag = os.O_RDONLY
+		}
+		null, err := os.OpenFile(os.DevNull, flag, 0)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("open sandbox stdio: %w", err)
+		}
+		opened = append(opened, null)
+		files[i] = null
+	}
+	return files, closeAll, nil
+}
+
+// cloneError turns a failed spawn into a SetupError of step clone.
+func cloneError(initPath string, err error) error {
+	errno := errnoOf(err)
+	return &SetupError{Step: StepClone, Path: initPath, Errno: errno, Detail: "spawn the sandbox init", Hint: hintFor(StepClone, errno)}
+}
+
+// handshake sends the config, waits for hello, runs the placement hook,
+// says go and waits for the exec (EOF) or a report.
+func (p *Process) handshake(ctx context.Context, sync *os.File, frame []byte, o *options) error {
+	stop := context.AfterFunc(ctx, func() { sync.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	sync.SetDeadline(time.Now().Add(o.timeout))
+	if _, err := sync.Write(frame); err != nil {
+		return p.wireErr(ctx, err, ErrNotWired)
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(sync, b[:]); err != nil {
+		return p.wireErr(ctx, err, ErrNotWired)
+	}
+	switch b[0] {
+	case msgHello:
+	case msgError:
+		return readReport(sync)
+	default:
+		return ErrNotWired
+	}
+	if o.placement != nil {
+		if err := o.placement(p.Pid()); err != nil {
+			return fmt.Errorf("place sandbox pid %d: %w", p.Pid(), err)
+		}
+	}
+	sync.SetDeadline(time.Now().Add(o.timeout))
+	if _, err := sync.Write([]byte{msgGo}); err != nil {
+		return p.wireErr(ctx, err, errors.New("nsexec: the sandbox child went away before the go"))
+	}
+	n, err := sync.Read(b[:])
+	if err == io.EOF {
+		return nil // CLOEXEC closed the socket: the tool runs
+	}
+	if err != nil {
+		return p.wireErr(ctx, err, fmt.Errorf("nsexec: sandbox setup did not finish within %v", o.timeout))
+	}
+	if n == 1 && b[0] == msgError {
+		return readReport(sync)
+	}
+	return fmt.Errorf("nsexec: unexpected message %q from the sandbox child", b[0])
+}
+
+// wireErr prefers the context's error, then the meaning of a timeout or an
+// early EOF (a child that exits with our frame unread resets the
+// connection: ECONNRESET, or EPIPE on our write).
+func (p *Process) wireErr(ctx context.Context, err, timeout error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNRESET) {
+		return timeout
+	}
+	return fmt.Errorf("nsexec: sandbox sync socket: %w", err)
+}
+
+func readReport(sync *os.File) error {
+	b, err := io.ReadAll(io.LimitReader(sync, 64<<10))
+	if err != nil {
+		return fmt.Errorf("nsexec: read the sandbox child's report: %w", err)
+	}
+	return decodeReport(b)
+}
