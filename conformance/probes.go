@@ -58,10 +58,14 @@ func init() {
 		var tcp, abstract string
 		_ = json.Unmarshal(args["tcp"], &tcp)
 		_ = json.Unmarshal(args["abstract"], &abstract)
-		ifaces, _ := net.Interfaces()
+		// /proc/net/dev lists the namespace's interfaces without a netlink
+		// socket, which a strict filter may refuse.
+		dev, _ := os.ReadFile("/proc/net/dev")
 		var names []string
-		for _, i := range ifaces {
-			names = append(names, i.Name)
+		for _, line := range strings.Split(string(dev), "\n")[2:] {
+			if name, _, ok := strings.Cut(line, ":"); ok {
+				names = append(names, strings.TrimSpace(name))
+			}
 		}
 		return map[string]any{
 			"interfaces": names,
