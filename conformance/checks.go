@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -163,6 +164,47 @@ var checks = []check{
 			k.fatalf("record called %d times, want 1", l.records)
 		}
 	}},
+	{"e13j", "writes the intent strictly before the effect in a JSONL ledger", func(k *kit) {
+		path := filepath.Join(k.t.TempDir(), "effects.jsonl")
+		jl, err := ledger.Open(path)
+		if err != nil {
+			k.fatalf("open the JSONL ledger: %v", err)
+		}
+		defer jl.Close()
+		l := &jsonlProbe{JSONL: jl}
+		req := k.request("effector", `{"behavior":"workdir"}`)
+		req.IdempotencyKey = "k-orphan"
+		res := k.ok(k.provider(Config{Ledger: l}), req)
+		var got struct{ Before int }
+		k.decode(res, &got)
+		if got.Before != 0 || !l.emptyAtIntent {
+			k.fatalf("before = %d, workdir empty at intent = %v: the intent did not precede the effect", got.Before, l.emptyAtIntent)
+		}
+		scan, err := ledger.Scan(path)
+		if err != nil {
+			k.fatalf("scan the ledger the dispatch wrote: %v", err)
+		}
+		if len(scan.Intents) != 1 || len(scan.Outcomes) != 1 || len(scan.Orphans) != 0 {
+			k.fatalf("scan: %d intents, %d outcomes, %d orphans; want 1, 1, 0", len(scan.Intents), len(scan.Outcomes), len(scan.Orphans))
+		}
+		in, out := scan.Intents[0], scan.Outcomes[0]
+		if in.IdempotencyKey != "k-orphan" || in.Tool != "effector" || len(in.ArgsHash) != 64 || in.AttemptID == "" || out.AttemptID != in.AttemptID || out.Outcome != ledger.OutcomeOK {
+			k.fatalf("rows: intent %+v, outcome %+v", in.Intent, out.Record)
+		}
+	}},
+}
+
+// jsonlProbe notes whether the workdir was empty when the JSONL ledger's
+// intent was written.
+type jsonlProbe struct {
+	*ledger.JSONL
+	emptyAtIntent bool
+}
+
+func (l *jsonlProbe) Intent(ctx context.Context, i ledger.Intent) error {
+	entries, err := os.ReadDir(i.Workdir)
+	l.emptyAtIntent = err == nil && len(entries) == 0
+	return l.JSONL.Intent(ctx, i)
 }
 
 // probeLedger is e13's two-phase ledger: it notes whether the workdir was

@@ -51,6 +51,9 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	uid := fs.Uint("uid", 0, "uid inside the sandbox (default from the policy, 1000)")
 	gid := fs.Uint("gid", 0, "gid inside the sandbox (default from the policy, 1000)")
 	timeout := fs.Duration("timeout", 0, "wall-clock limit, e.g. 30s (default from the policy); exit status 124 when hit")
+	memory := fs.String("memory", "", "memory limit, e.g. 256M (default from the policy); swap is off")
+	pids := fs.Int64("pids", 0, "process and thread limit (default from the policy)")
+	cpus := fs.Float64("cpus", 0, "CPU bandwidth in CPUs, e.g. 0.5 (default from the policy)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: moat run [flags] -- CMD [ARG...]
 
@@ -108,6 +111,18 @@ Flags:
 			id.GID = uint32(*gid)
 		}
 		pol.Identity = &id
+	}
+	if *memory != "" {
+		pol.Limits.Memory = policies.Size(*memory)
+	}
+	if *pids != 0 {
+		pol.Limits.Pids = *pids
+	}
+	if *cpus != 0 {
+		pol.Limits.CPUs = *cpus
+	}
+	if err := pol.Validate(); err != nil {
+		return usageErr("%v", err)
 	}
 	mounts, err := parseBinds(binds)
 	if err != nil {
