@@ -59,7 +59,11 @@ func resolveCommand(req *Request, cfg *Config) (string, []string, error) {
 		command = *spec.Command
 	}
 	if command == "" {
-		return "", nil, newError(CodeConfig, nil, "tool '%s' has no command: set executorSpec.command on the tool or command on the executor", req.Tool)
+		fix := cfg.Messages.NoCommand
+		if fix == "" {
+			fix = "set executorSpec.command on the tool or command on the executor"
+		}
+		return "", nil, newError(CodeConfig, nil, "tool '%s' has no command: %s", req.Tool, fix)
 	}
 	argv := append([]string(nil), cfg.Args...)
 	for _, a := range spec.Args {

@@ -85,6 +85,29 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives warnings (default: discarded).
 	Logger *slog.Logger
+	// Messages adjusts the reference wording for a provider whose messages
+	// differ (the container executor, contract 6.4); zero is the
+	// subprocess executor's wording.
+	Messages Messages
+	// Diagnose, when set, is shown a child that ended with a non-zero
+	// status, with its captured stderr; an *Error it returns replaces the
+	// plain exit error (a provider recognising its launcher's own failures,
+	// such as a container CLI that could not start the container).
+	Diagnose func(req *Request, status ExitStatus, stderr []byte) *Error
+}
+
+// Messages is the per-provider part of the failure messages.
+type Messages struct {
+	// Prefix comes before "tool '<tool>'" in the timeout, aborted,
+	// output-cap, exit and ledger messages ("container ").
+	Prefix string
+	// NoCommand replaces the fix named by the config error for a tool
+	// without a command (default "set executorSpec.command on the tool or
+	// command on the executor").
+	NoCommand string
+	// OmitExitSignal leaves the " (signal SIG)" part out of the exit
+	// message.
+	OmitExitSignal bool
 }
 
 // Pipeline runs dispatches under one Config.

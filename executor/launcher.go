@@ -16,6 +16,9 @@ type Launcher interface {
 // Launch is what a Launcher needs to start one child.
 type Launch struct {
 	Request *Request
+	// AttemptID is the dispatch's attempt id, as in its ledger rows (a
+	// container provider names its container after it).
+	AttemptID string
 	// Path is the program to start and Args its arguments after argv[0]
 	// (argv[0] is Path). With a sandbox prefix, Path is the launcher's first
 	// word and Args holds the rest of the prefix, the command and its args.

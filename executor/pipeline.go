@@ -60,12 +60,12 @@ func (p *Pipeline) Dispatch(ctx context.Context, req *Request, launcher Launcher
 	}
 	if il, ok := cfg.Ledger.(IntentLedger); ok {
 		if err := il.Intent(ctx, intent); err != nil {
-			return nil, newError(CodeLedger, err, "tool '%s' was not dispatched: the two-phase ledger intent write failed (%v)", req.Tool, err)
+			return nil, newError(CodeLedger, err, "%stool '%s' was not dispatched: the two-phase ledger intent write failed (%v)", cfg.Messages.Prefix, req.Tool, err)
 		}
 	}
 
 	// 4. The body: every failure is captured and recorded.
-	result, exit, bodyErr := p.body(ctx, req, launcher, command, toolArgs, args, workdir)
+	result, exit, bodyErr := p.body(ctx, req, launcher, command, toolArgs, args, workdir, intent.AttemptID)
 
 	// 5. The outcome row, also on failure.
 	if cfg.Ledger != nil {
@@ -77,7 +77,7 @@ func (p *Pipeline) Dispatch(ctx context.Context, req *Request, launcher Launcher
 			Signal:     exit.signal,
 		}
 		if err := cfg.Ledger.Record(ctx, rec); err != nil {
-			msg := fmt.Sprintf("tool '%s' outcome was not recorded: the ledger record write failed (%v)", req.Tool, err)
+			msg := fmt.Sprintf("%stool '%s' outcome was not recorded: the ledger record write failed (%v)", cfg.Messages.Prefix, req.Tool, err)
 			if bodyErr != nil {
 				msg += fmt.Sprintf("; the dispatch itself had already failed (%v)", bodyErr)
 			}
@@ -97,13 +97,13 @@ type observed struct {
 	signal *string
 }
 
-func (p *Pipeline) body(ctx context.Context, req *Request, launcher Launcher, command string, toolArgs []string, args json.RawMessage, workdir string) (json.RawMessage, observed, error) {
+func (p *Pipeline) body(ctx context.Context, req *Request, launcher Launcher, command string, toolArgs []string, args json.RawMessage, workdir, attemptID string) (json.RawMessage, observed, error) {
 	cfg := &p.cfg
 	env, err := buildEnv(ctx, req, cfg.AllowEnv, cfg.LookupEnv, cfg.Credentials)
 	if err != nil {
 		return nil, observed{}, err
 	}
-	l := &Launch{Request: req, Path: command, Args: toolArgs, Env: env, Workdir: workdir}
+	l := &Launch{Request: req, AttemptID: attemptID, Path: command, Args: toolArgs, Env: env, Workdir: workdir}
 	if cfg.Sandbox != nil {
 		prefix, err := cfg.Sandbox(workdir, req)
 		if err != nil {
@@ -129,13 +129,14 @@ func (p *Pipeline) body(ctx context.Context, req *Request, launcher Launcher, co
 // classify applies the contract's precedence (1.5): the sticky stop reason
 // first, then the provider's own diagnosis, then the exit status.
 func (p *Pipeline) classify(req *Request, r *run) error {
+	pre := p.cfg.Messages.Prefix
 	switch r.reason {
 	case CodeTimeout:
-		return newError(CodeTimeout, nil, "tool '%s' exceeded %dms and was killed", req.Tool, p.cfg.Timeout.Milliseconds())
+		return newError(CodeTimeout, nil, "%stool '%s' exceeded %dms and was killed", pre, req.Tool, p.cfg.Timeout.Milliseconds())
 	case CodeAborted:
-		return newError(CodeAborted, r.cause, "tool '%s' was cancelled", req.Tool)
+		return newError(CodeAborted, r.cause, "%stool '%s' was cancelled", pre, req.Tool)
 	case CodeOutputCap:
-		return newError(CodeOutputCap, nil, "tool '%s' wrote more than %d bytes and was killed", req.Tool, p.cfg.MaxOutputBytes)
+		return newError(CodeOutputCap, nil, "%stool '%s' wrote more than %d bytes and was killed", pre, req.Tool, p.cfg.MaxOutputBytes)
 	}
 	if r.status.Err != nil {
 		return r.status.Err
@@ -143,10 +144,18 @@ func (p *Pipeline) classify(req *Request, r *run) error {
 	if r.status.Exited() && r.status.Code == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("tool '%s' exited ", req.Tool)
-	if r.status.Exited() {
+	if p.cfg.Diagnose != nil {
+		if e := p.cfg.Diagnose(req, r.status, r.stderr); e != nil {
+			return e
+		}
+	}
+	msg := fmt.Sprintf("%stool '%s' exited ", pre, req.Tool)
+	switch {
+	case r.status.Exited():
 		msg += fmt.Sprint(r.status.Code)
-	} else {
+	case p.cfg.Messages.OmitExitSignal:
+		msg += "null"
+	default:
 		msg += fmt.Sprintf("null (signal %s)", signalName(r.status.Signal))
 	}
 	if tail := tailUTF16(trimJS(decodeLossy(r.stderr)), 500); tail != "" {

@@ -83,7 +83,7 @@ func (p *Pipeline) supervise(ctx context.Context, l *Launch, launcher Launcher, 
 			return nil, e
 		}
 		if ctx.Err() != nil {
-			return nil, newError(CodeAborted, context.Cause(ctx), "tool '%s' was cancelled", l.Request.Tool)
+			return nil, newError(CodeAborted, context.Cause(ctx), "%stool '%s' was cancelled", cfg.Messages.Prefix, l.Request.Tool)
 		}
 		return nil, newError(CodeSpawn, err, "tool '%s' could not be spawned: %v", l.Request.Tool, err)
 	}

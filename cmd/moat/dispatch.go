@@ -13,25 +13,54 @@ import (
 	"time"
 
 	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/executor/container"
+	"github.com/moat-sandbox/moat/executor/native"
 	"github.com/moat-sandbox/moat/executor/subprocess"
+	"github.com/moat-sandbox/moat/ledger"
+	"github.com/moat-sandbox/moat/policies"
 )
+
+// dispatchFlags are the flags of `moat dispatch`.
+type dispatchFlags struct {
+	tool, argsJSON, argsFile, runID, key, flavour, policy, ledgerPath string
+	image, cli, runtime                                               string
+	timeout                                                           time.Duration
+	asJSON                                                            bool
+}
 
 // dispatchCmd runs one full provider dispatch: the request goes through the
 // protocol, the ledger and the chosen provider, and the JSON result (or the
 // typed error) comes back.
 func dispatchCmd(args []string, stdout, stderr io.Writer) int {
+	var f dispatchFlags
 	fs := flag.NewFlagSet("moat dispatch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	tool := fs.String("tool", "", "the tool's contract name (required; ^[a-zA-Z0-9_-]{1,64}$)")
-	argsJSON := fs.String("args", "", "the call's arguments as JSON (default null)")
-	argsFile := fs.String("args-file", "", "read the arguments from this JSON file instead")
-	runID := fs.String("run-id", "", "the run id recorded in the ledger (default a fresh one)")
-	key := fs.String("key", "", "the idempotency key (default derived from run id, tool and args)")
-	flavour := fs.String("executor", "subprocess", "the provider: subprocess")
-	timeout := fs.Duration("timeout", executor.DefaultTimeout, "wall-clock limit of the tool")
-	asJSON := fs.Bool("json", false, "print the result or the error as one JSON object")
+	fs.StringVar(&f.tool, "tool", "", "the tool's contract name (required; ^[a-zA-Z0-9_-]{1,64}$)")
+	fs.StringVar(&f.argsJSON, "args", "", "the call's arguments as JSON (default null)")
+	fs.StringVar(&f.argsFile, "args-file", "", "read the arguments from this JSON file instead")
+	fs.StringVar(&f.runID, "run-id", "", "the run id recorded in the ledger (default a fresh one)")
+	fs.StringVar(&f.key, "key", "", "the idempotency key (default derived from run id, tool and args)")
+	fs.StringVar(&f.flavour, "executor", "native", "the provider: native, subprocess or container")
+	fs.StringVar(&f.policy, "policy", "default", "native: the policy, a built-in name or a JSON file")
+	fs.StringVar(&f.ledgerPath, "ledger", "", "append the intent and outcome rows to this JSONL effect ledger")
+	fs.StringVar(&f.image, "image", "", "container: the image (pin it by digest: name@sha256:...)")
+	fs.StringVar(&f.cli, "container-cli", "docker", "container: the docker-compatible CLI (docker or podman)")
+	fs.StringVar(&f.runtime, "container-runtime", "", "container: the OCI runtime the CLI should use (e.g. runc)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of the tool (default: the policy's, or 30s)")
+	fs.BoolVar(&f.asJSON, "json", false, "print the result or the error as one JSON object on stdout")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: moat dispatch --tool NAME [--args JSON | --args-file F] [--run-id ID] [--json] -- CMD [ARG...]\n\nRuns CMD as a tool program: it reads {\"tool\",\"args\",\"idempotencyKey\"} on stdin and writes its JSON result on stdout.\nExit status: 0 ok, 1 tool error, 125 sandbox error, 64 usage.\n\nFlags:")
+		fmt.Fprint(stderr, `usage: moat dispatch --tool NAME [flags] -- CMD [ARG...]
+
+Runs CMD as a tool program through a provider: it reads {"tool","args","idempotencyKey"}
+on stdin and writes its JSON result on stdout. The result is printed on stdout; a
+failure prints its typed error (code: message) on stderr.
+Exit status: 0 ok, 1 tool error, 125 sandbox error, 64 usage.
+
+Example:
+  moat dispatch --tool multiply --args '{"a":6,"b":7}' --ledger effects.jsonl -- python3 tool.py
+
+Flags:
+`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -40,24 +69,22 @@ func dispatchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	argv := fs.Args()
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "moat dispatch: "+format+"\n", a...)
 		return exitUsage
 	}
+	argv := fs.Args()
 	switch {
-	case *tool == "":
+	case f.tool == "":
 		return usageErr("--tool is required")
 	case len(argv) == 0:
 		return usageErr("missing the command to run after --")
-	case *argsJSON != "" && *argsFile != "":
+	case f.argsJSON != "" && f.argsFile != "":
 		return usageErr("give --args or --args-file, not both")
-	case *flavour != "subprocess":
-		return usageErr("--executor %q is not available in this build; use subprocess", *flavour)
 	}
-	raw := json.RawMessage(*argsJSON)
-	if *argsFile != "" {
-		b, err := os.ReadFile(*argsFile)
+	raw := json.RawMessage(f.argsJSON)
+	if f.argsFile != "" {
+		b, err := os.ReadFile(f.argsFile)
 		if err != nil {
 			return usageErr("read --args-file: %v", err)
 		}
@@ -69,29 +96,88 @@ func dispatchCmd(args []string, stdout, stderr io.Writer) int {
 	if !json.Valid(raw) {
 		return usageErr("--args is not valid JSON")
 	}
-	if *runID == "" {
-		*runID = fmt.Sprintf("moat-%d-%d", os.Getpid(), time.Now().UnixMilli())
+	if f.runID == "" {
+		f.runID = fmt.Sprintf("moat-%d-%d", os.Getpid(), time.Now().UnixMilli())
 	}
-	if *key == "" {
-		k, err := executor.DeriveKey(1, executor.KeyInput{RunID: *runID, AgentSeq: 1, Ordinal: 1, Tool: *tool, Args: raw})
+	if f.key == "" {
+		k, err := executor.DeriveKey(1, executor.KeyInput{RunID: f.runID, AgentSeq: 1, Ordinal: 1, Tool: f.tool, Args: raw})
 		if err != nil {
 			return usageErr("%v", err)
 		}
-		*key = k
+		f.key = k
 	}
-	p, err := subprocess.New(subprocess.WithCommand(argv[0], argv[1:]...), subprocess.WithTimeout(*timeout),
-		subprocess.WithAllowEnv("PATH", "LANG"))
+	var led executor.Ledger
+	if f.ledgerPath != "" {
+		jl, err := ledger.Open(f.ledgerPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "moat dispatch: %v\n", err)
+			return exitSandbox
+		}
+		defer jl.Close()
+		led = jl
+	}
+	p, tag, err := newProvider(&f, argv, led)
 	if err != nil {
-		return usageErr("%v", err)
+		fmt.Fprintf(stderr, "moat dispatch: %v\n", err)
+		if executor.CodeOf(err) == executor.CodeConfig || errors.Is(err, errUsage) {
+			return exitUsage
+		}
+		return exitSandbox
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	req := &executor.Request{Executor: "subprocess", Tool: *tool, Args: raw, RunID: *runID, SpanID: "moat-cli", IdempotencyKey: *key}
+	req := &executor.Request{Executor: tag, Tool: f.tool, Args: raw, RunID: f.runID, SpanID: "moat-cli", AgentType: "cli", IdempotencyKey: f.key}
 	res, err := p.Dispatch(ctx, req)
-	return report(res, err, *asJSON, stdout, stderr)
+	return report(res, err, f.asJSON, stdout, stderr)
 }
 
-// report prints a dispatch's result or error and returns the exit status.
+var errUsage = errors.New("usage")
+
+// newProvider builds the chosen provider, and the executor tag its rows
+// carry (the native provider plugs in as 'subprocess', the contract's tag
+// for out-of-process tools).
+func newProvider(f *dispatchFlags, argv []string, led executor.Ledger) (executor.Provider, string, error) {
+	switch f.flavour {
+	case "native":
+		pol, err := policies.Load(f.policy)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: %v", errUsage, err)
+		}
+		opts := []native.Option{native.WithPolicy(pol), native.WithCommand(argv[0], argv[1:]...), native.WithAllowEnv("PATH")}
+		if f.timeout != 0 {
+			opts = append(opts, native.WithTimeout(f.timeout))
+		}
+		if led != nil {
+			opts = append(opts, native.WithLedger(led))
+		}
+		p, err := native.New(opts...)
+		return p, "subprocess", err
+	case "subprocess":
+		opts := []subprocess.Option{subprocess.WithCommand(argv[0], argv[1:]...), subprocess.WithAllowEnv("PATH", "LANG"), subprocess.WithTimeout(f.timeout)}
+		if led != nil {
+			opts = append(opts, subprocess.WithLedger(led))
+		}
+		p, err := subprocess.New(opts...)
+		return p, "subprocess", err
+	case "container":
+		if f.image == "" {
+			return nil, "", fmt.Errorf("%w: --executor container needs --image", errUsage)
+		}
+		opts := []container.Option{container.WithImage(f.image), container.WithCLI(f.cli), container.WithCommand(argv[0], argv[1:]...), container.WithTimeout(f.timeout)}
+		if f.runtime != "" {
+			opts = append(opts, container.WithRuntime(f.runtime))
+		}
+		if led != nil {
+			opts = append(opts, container.WithLedger(led))
+		}
+		p, err := container.New(opts...)
+		return p, "container", err
+	}
+	return nil, "", fmt.Errorf("%w: --executor %q: use native, subprocess or container", errUsage, f.flavour)
+}
+
+// report prints a dispatch's result or error and returns the exit status:
+// 0 ok, 125 when the sandbox (not the tool) failed, 1 for a tool failure.
 func report(res json.RawMessage, err error, asJSON bool, stdout, stderr io.Writer) int {
 	if err == nil {
 		if asJSON {
@@ -104,14 +190,15 @@ func report(res json.RawMessage, err error, asJSON bool, stdout, stderr io.Write
 	}
 	code := executor.CodeOf(err)
 	status := exitFailure
-	if code == executor.CodeSetup || code == executor.CodeSpawn || code == executor.CodeConfig {
+	switch code {
+	case executor.CodeSetup, executor.CodeSpawn, executor.CodeConfig, executor.CodeLedger:
 		status = exitSandbox
 	}
 	if asJSON {
 		b, _ := json.Marshal(map[string]any{"ok": false, "error": map[string]any{"code": code, "message": err.Error()}})
 		fmt.Fprintln(stdout, string(b))
 	} else {
-		fmt.Fprintf(stderr, "moat dispatch: %s: %v\n", code, err)
+		fmt.Fprintf(stderr, "moat dispatch: %s: %v\n", orNone(string(code)), err)
 	}
 	return status
 }

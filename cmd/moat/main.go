@@ -34,6 +34,7 @@ var commands = map[string]command{
 	"ledger":   {"scan effect ledgers for orphaned intents and corruption", ledgerCmd},
 	"policy":   {"list, show and check sandbox policies", policyCmd},
 	"run":      {"run a command in a fresh sandbox, stdio passed through", runCmd},
+	"doctor":   {"what this host allows and what moat enforces here, with fixes", doctorCmd},
 	"dispatch": {"one full provider dispatch: protocol, ledger, typed errors", dispatchCmd},
 	"version":  {"print moat's version and build facts", versionCmd},
 }

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/moat-sandbox/moat/cgroups"
+	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/executor/native"
+	"github.com/moat-sandbox/moat/policies"
+	"github.com/moat-sandbox/moat/seccomp"
+	"golang.org/x/sys/unix"
+)
+
+// doctorReport is what `moat doctor` found: facts about the host, and what each
+// built-in policy gets here.
+type doctorReport struct {
+	Kernel   string         `json:"kernel"`
+	User     identity       `json:"user"`
+	UserNS   userNSReport   `json:"userNamespaces"`
+	Seccomp  seccompReport  `json:"seccomp"`
+	Cgroups  cgroupReport   `json:"cgroups"`
+	Policies []policyReport `json:"policies"`
+	Problems []problem      `json:"problems"`
+}
+
+type identity struct {
+	UID     int    `json:"uid"`
+	Name    string `json:"name,omitempty"`
+	Root    bool   `json:"root"`
+	SubUIDs string `json:"subuid,omitempty"` // "start:count" from /etc/subuid, if any
+}
+
+type userNSReport struct {
+	MaxUserNamespaces     string `json:"maxUserNamespaces,omitempty"`
+	UnprivilegedClone     string `json:"unprivilegedUsernsClone,omitempty"`
+	AppArmorRestrictUserN string `json:"apparmorRestrictUnprivilegedUserns,omitempty"`
+	InContainer           bool   `json:"inContainer"`
+	// Works is the result of starting a real sandbox (/bin/true).
+	Works bool   `json:"works"`
+	Error string `json:"error,omitempty"`
+}
+
+type seccompReport struct {
+	Library string   `json:"library,omitempty"`
+	Actions []string `json:"actions,omitempty"`
+	Usable  bool     `json:"usable"`
+}
+
+type cgroupReport struct {
+	Layout  string            `json:"layout"`
+	Parents []string          `json:"parents,omitempty"`
+	Limits  map[string]string `json:"limits"` // limit -> "enforced" or the reason it is not
+	Fix     string            `json:"fix,omitempty"`
+}
+
+type policyReport struct {
+	Name    string   `json:"name"`
+	Status  string   `json:"status"` // full, degraded, refused
+	Missing []string `json:"missing,omitempty"`
+}
+
+type problem struct {
+	What string `json:"what"`
+	Fix  string `json:"fix"`
+}
+
+// doctorCmd reports what this host allows and what moat enforces here.
+func doctorCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("moat doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the doctorReport as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: moat doctor [--json]\n\nReports what this host allows (user namespaces, seccomp, cgroups) and, for each\nbuilt-in policy, whether it runs fully, degraded or not at all, with the fix for\neach problem. Exit status 0 when the default policy runs fully, 1 otherwise.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	r := diagnose()
+	if *asJSON {
+		b, _ := json.MarshalIndent(r, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		printReport(stdout, r)
+	}
+	for _, p := range r.Policies {
+		if p.Name == "default" && p.Status == "full" {
+			return exitOK
+		}
+	}
+	return exitFailure
+}
+
+func diagnose() *doctorReport {
+	r := &doctorReport{}
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		r.Kernel = unix.ByteSliceToString(uts.Release[:])
+	}
+	r.User = identity{UID: os.Geteuid(), Root: os.Geteuid() == 0}
+	if u, err := user.LookupId(fmt.Sprint(os.Geteuid())); err == nil {
+		r.User.Name = u.Username
+		r.User.SubUIDs = subIDs("/etc/subuid", u.Username)
+	}
+	r.UserNS = userNSReport{
+		MaxUserNamespaces:     sysctl("user/max_user_namespaces"),
+		UnprivilegedClone:     sysctl("kernel/unprivileged_userns_clone"),
+		AppArmorRestrictUserN: sysctl("kernel/apparmor_restrict_unprivileged_userns"),
+		InContainer:           inContainer(),
+	}
+	if a := sysctl("kernel/seccomp/actions_avail"); a != "" {
+		r.Seccomp.Actions = strings.Fields(a)
+	}
+	r.Seccomp.Library = seccomp.LibraryVersion()
+	r.Seccomp.Usable = r.Seccomp.Library != "" && len(r.Seccomp.Actions) > 0
+	if !r.Seccomp.Usable {
+		r.Problems = append(r.Problems, problem{"seccomp filters cannot be compiled or loaded (library " + orNone(r.Seccomp.Library) + ", kernel actions " + orNone(strings.Join(r.Seccomp.Actions, " ")) + ")",
+			"use a moat built with cgo and libseccomp (the release build is static) on a kernel with CONFIG_SECCOMP_FILTER"})
+	}
+	r.Cgroups = cgroupsReport()
+	if r.Cgroups.Fix != "" {
+		r.Problems = append(r.Problems, problem{"cgroup limits are degraded on this host (" + degradedLimits(r.Cgroups) + ")", r.Cgroups.Fix})
+	}
+	r.UserNS.Works, r.UserNS.Error = trySandbox()
+	if !r.UserNS.Works {
+		r.Problems = append(r.Problems, problem{"a sandbox cannot be started: " + r.UserNS.Error, userNSFix(r)})
+	}
+	for _, name := range policies.Builtins() {
+		r.Policies = append(r.Policies, judgePolicy(name, r))
+	}
+	return r
+}
+
+// trySandbox starts a real sandbox running /bin/true under the default
+// policy without cgroups: the only sure test that namespaces work here.
+func trySandbox() (bool, string) {
+	pol, err := policies.Builtin("default")
+	if err != nil {
+		return false, err.Error()
+	}
+	p, err := native.New(native.WithPolicy(pol), native.WithoutCgroups(), native.WithTimeout(10*time.Second))
+	if err != nil {
+		return false, err.Error()
+	}
+	defer p.Close()
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return false, err.Error()
+	}
+	defer null.Close()
+	st, err := p.Run(context.Background(), &native.Command{Args: []string{"/bin/true"}, Env: []string{"PATH=" + defaultPath}, Stdin: null, Stdout: null, Stderr: null})
+	if err != nil {
+		var e *executor.Error
+		if errors.As(err, &e) && e.Err != nil {
+			return false, e.Err.Error()
+		}
+		return false, err.Error()
+	}
+	if st.Code != 0 {
+		return false, fmt.Sprintf("/bin/true exited %d in the sandbox", st.Code)
+	}
+	return true, ""
+}
+
+func cgroupsReport() cgroupReport {
+	c := cgroupReport{Limits: map[string]string{}}
+	m, err := cgroups.New()
+	if err != nil {
+		c.Layout = "unknown"
+		for _, l := range []string{"memory", "pids", "cpu"} {
+			c.Limits[l] = err.Error()
+		}
+		c.Fix = "check that a cgroup file system is mounted at /sys/fs/cgroup"
+		return c
+	}
+	defer m.Close()
+	p := m.Posture()
+	c.Layout, c.Parents, c.Fix = p.Layout.String(), p.Parents, p.Fix
+	for _, l := range []cgroups.Limit{cgroups.Memory, cgroups.Pids, cgroups.CPU} {
+		lp := p.Of(l)
+		if lp.Enforced {
+			c.Limits[l.String()] = "enforced"
+		} else {
+			c.Limits[l.String()] = lp.Reason
+		}
+	}
+	if !p.Degraded() {
+		c.Fix = ""
+	}
+	return c
+}
+
+// judgePolicy says whether a built-in policy runs fully, degraded (limits
+// not enforced, seccomp missing) or not at all here.
+func judgePolicy(name string, r *doctorReport) policyReport {
+	pr := policyReport{Name: name, Status: "full"}
+	pol, err := policies.Builtin(name)
+	if err != nil {
+		return policyReport{Name: name, Status: "refused", Missing: []string{err.Error()}}
+	}
+	if !r.UserNS.Works {
+		return policyReport{Name: name, Status: "refused", Missing: []string{"namespaces: " + r.UserNS.Error}}
+	}
+	if pol.Seccomp != nil && !r.Seccomp.Usable {
+		return policyReport{Name: name, Status: "refused", Missing: []string{"seccomp"}}
+	}
+	p, err := native.New(native.WithPolicy(pol))
+	if err != nil {
+		return policyReport{Name: name, Status: "refused", Missing: []string{err.Error()}}
+	}
+	defer p.Close()
+	cg := p.Cgroups()
+	for _, l := range []struct {
+		limit cgroups.Limit
+		set   bool
+	}{{cgroups.Memory, pol.Limits.Memory != ""}, {cgroups.Pids, pol.Limits.Pids > 0}, {cgroups.CPU, pol.Limits.CPUs > 0}} {
+		if lp := cg.Of(l.limit); l.set && !lp.Enforced {
+			pr.Status = "degraded"
+			pr.Missing = append(pr.Missing, l.limit.String()+" limit: "+lp.Reason)
+		}
+	}
+	return pr
+}
+
+func userNSFix(r *doctorReport) string {
+	switch {
+	case r.UserNS.AppArmorRestrictUserN == "1":
+		return "Ubuntu's AppArmor restricts unprivileged user namespaces: install an AppArmor profile for the moat binary with the `userns,` permission (see README), or set kernel.apparmor_restrict_unprivileged_userns=0"
+	case r.UserNS.MaxUserNamespaces == "0":
+		return "user namespaces are disabled: sysctl -w user.max_user_namespaces=15000"
+	case r.UserNS.UnprivilegedClone == "0":
+		return "unprivileged user namespaces are disabled: sysctl -w kernel.unprivileged_userns_clone=1"
+	case r.UserNS.InContainer:
+		return "moat is inside a container whose seccomp profile or masked /proc forbids nested sandboxes: run the container with --security-opt seccomp=unconfined and an unmasked /proc (--security-opt systempaths=unconfined), or run moat on the host"
+	}
+	return "see the error: it names the setup step that failed"
+}
+
+func printReport(w io.Writer, r *doctorReport) {
+	fmt.Fprintf(w, "kernel      %s\n", r.Kernel)
+	fmt.Fprintf(w, "user        uid %d %s (root: %v", r.User.UID, r.User.Name, r.User.Root)
+	if r.User.SubUIDs != "" {
+		fmt.Fprintf(w, ", subuid %s", r.User.SubUIDs)
+	}
+	fmt.Fprintln(w, ")")
+	fmt.Fprintf(w, "userns      works: %v; max_user_namespaces=%s unprivileged_userns_clone=%s apparmor_restrict=%s in container: %v\n",
+		r.UserNS.Works, orNone(r.UserNS.MaxUserNamespaces), orNone(r.UserNS.UnprivilegedClone), orNone(r.UserNS.AppArmorRestrictUserN), r.UserNS.InContainer)
+	fmt.Fprintf(w, "seccomp     usable: %v; libseccomp %s; kernel actions: %s\n", r.Seccomp.Usable, orNone(r.Seccomp.Library), strings.Join(r.Seccomp.Actions, " "))
+	fmt.Fprintf(w, "cgroups     layout %s; parents %s\n", r.Cgroups.Layout, orNone(strings.Join(r.Cgroups.Parents, " ")))
+	for _, l := range []string{"memory", "pids", "cpu"} {
+		fmt.Fprintf(w, "            %-6s %s\n", l, r.Cgroups.Limits[l])
+	}
+	fmt.Fprintln(w, "policies")
+	for _, p := range r.Policies {
+		fmt.Fprintf(w, "  %-8s %s", p.Name, p.Status)
+		if len(p.Missing) > 0 {
+			fmt.Fprintf(w, " (%s)", strings.Join(p.Missing, "; "))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Problems) == 0 {
+		fmt.Fprintln(w, "no problems found")
+		return
+	}
+	fmt.Fprintln(w, "problems")
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "  - %s\n    fix: %s\n", p.What, p.Fix)
+	}
+}
+
+func degradedLimits(c cgroupReport) string {
+	var out []string
+	for _, l := range []string{"memory", "pids", "cpu"} {
+		if c.Limits[l] != "enforced" {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func sysctl(name string) string {
+	b, err := os.ReadFile("/proc/sys/" + name)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// inContainer reports the usual marks of running inside a container.
+func inContainer() bool {
+	for _, p := range []string{"/.dockerenv", "/run/.containerenv"} {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	b, _ := os.ReadFile("/proc/1/environ")
+	return strings.Contains(string(b), "container=")
+}
+
+// subIDs returns "start:count" of the first /etc/subuid entry for name.
+func subIDs(path, name string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) == 3 && f[0] == name {
+			return f[1] + ":" + f[2]
+		}
+	}
+	return ""
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,304 @@
+package executor
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Posture is the reference's ToolExecutorRegulatedPosture (contract 10.1):
+// what a provider attests about itself at construction, pure data with no
+// I/O behind it. Its JSON is the reference descriptor member for member;
+// moat adds members only inside isolation (see Isolation), which a reference
+// host ignores.
+type Posture struct {
+	// RegulatedPosture is the shape version, 1.
+	RegulatedPosture int `json:"regulatedPosture"`
+	// Kind is "tool-executor".
+	Kind string `json:"kind"`
+	// Name is the provider's name: "subprocess", "container" or a host name.
+	Name string `json:"name"`
+	// Ledger reports whether a ledger records every dispatch.
+	Ledger bool `json:"ledger"`
+	// AllowEnv lists the host variables that reach the tool (subprocess:
+	// allowEnv; container: forwardEnv). Never nil in a provider's posture.
+	AllowEnv []string `json:"allowEnv"`
+	// Bounds are the resolved timeout and output cap; nil means missing.
+	Bounds *Bounds `json:"bounds"`
+	// Isolation is what isolates the tool; nil means missing.
+	Isolation *Isolation `json:"isolation"`
+}
+
+// The descriptor's fixed values.
+const (
+	PostureVersion = 1
+	PostureKind    = "tool-executor"
+)
+
+// Bounds are the resolved limits of every dispatch.
+type Bounds struct {
+	TimeoutMs      int64 `json:"timeoutMs"`
+	MaxOutputBytes int64 `json:"maxOutputBytes"`
+}
+
+// Flavor names an isolation shape. A reference host knows only subprocess
+// and container; native is moat's own.
+type Flavor string
+
+// The isolation flavours.
+const (
+	FlavorSubprocess Flavor = "subprocess"
+	FlavorContainer  Flavor = "container"
+	FlavorNative     Flavor = "native"
+)
+
+// Isolation is the descriptor's isolation member. Which fields it carries in
+// JSON depends on Flavor:
+//
+//	subprocess: flavor, sandboxed                            (the reference's)
+//	container:  flavor, network, readOnlyRoot                (the reference's)
+//	            + capDrop, image                             (moat's additions)
+//	native:     flavor, network, readOnlyRoot, capDrop + the Native members
+type Isolation struct {
+	Flavor Flavor
+	// Sandboxed (subprocess) reports a launcher prefix around every tool.
+	Sandboxed bool
+	// Network is the network the tool sees ("none" is no network at all).
+	Network string
+	// ReadOnlyRoot reports a root filesystem the tool cannot write.
+	ReadOnlyRoot bool
+	// CapDrop lists the dropped capabilities ("ALL" drops every one).
+	CapDrop []string
+	// Image (container) is the image reference; pinned when it carries a
+	// digest ("name@sha256:<64 hex>").
+	Image string
+	// Native holds what only the native sandbox can attest.
+	Native *NativeIsolation
+}
+
+// NativeIsolation is the native provider's part of the posture.
+type NativeIsolation struct {
+	// Namespaces are the namespaces every sandbox is created in, by their
+	// OCI names ("user", "mount", "pid", "network", "ipc", "uts", "cgroup").
+	Namespaces []string `json:"namespaces"`
+	// Seccomp is the syscall filter.
+	Seccomp Seccomp `json:"seccomp"`
+	// Cgroup is the cgroup layout the limits use: "v2", "v1", "hybrid" or
+	// "none" (rlimits and a wall-clock kill only).
+	Cgroup string `json:"cgroup"`
+	// Limits maps each limit ("memory", "pids", "cpu", "nofile", ...) to
+	// LimitEnforced or LimitDegraded.
+	Limits map[string]string `json:"limits"`
+	// UIDMappings and GIDMappings map sandbox ids to host ids.
+	UIDMappings []specs.LinuxIDMapping `json:"uidMappings"`
+	GIDMappings []specs.LinuxIDMapping `json:"gidMappings"`
+	// Rootfs describes the sandbox's root ("tmpfs+ro-binds", a path).
+	Rootfs string `json:"rootfs"`
+}
+
+// Seccomp is the filter part of a native posture.
+type Seccomp struct {
+	Enabled bool `json:"enabled"`
+	// ProfileDigest is the sha256 of the compiled profile.
+	ProfileDigest string `json:"profileDigest"`
+}
+
+// The states of a native limit.
+const (
+	LimitEnforced = "enforced"
+	LimitDegraded = "degraded"
+)
+
+// MarshalJSON writes the members of i's flavour only, in the reference's
+// order.
+func (i Isolation) MarshalJSON() ([]byte, error) {
+	capDrop := i.CapDrop
+	if capDrop == nil {
+		capDrop = []string{}
+	}
+	switch i.Flavor {
+	case FlavorSubprocess:
+		return json.Marshal(struct {
+			Flavor    Flavor `json:"flavor"`
+			Sandboxed bool   `json:"sandboxed"`
+		}{i.Flavor, i.Sandboxed})
+	case FlavorContainer:
+		return json.Marshal(struct {
+			Flavor       Flavor   `json:"flavor"`
+			Network      string   `json:"network"`
+			ReadOnlyRoot bool     `json:"readOnlyRoot"`
+			CapDrop      []string `json:"capDrop"`
+			Image        string   `json:"image"`
+		}{i.Flavor, i.Network, i.ReadOnlyRoot, capDrop, i.Image})
+	case FlavorNative:
+		native := i.Native
+		if native == nil {
+			native = &NativeIsolation{}
+		}
+		return json.Marshal(struct {
+			Flavor       Flavor   `json:"flavor"`
+			Network      string   `json:"network"`
+			ReadOnlyRoot bool     `json:"readOnlyRoot"`
+			CapDrop      []string `json:"capDrop"`
+			*NativeIsolation
+		}{i.Flavor, i.Network, i.ReadOnlyRoot, capDrop, native})
+	default:
+		return json.Marshal(struct {
+			Flavor Flavor `json:"flavor"`
+		}{i.Flavor})
+	}
+}
+
+// Fingerprint is the lowercase hex sha256 of the posture's canonical JSON
+// (RFC 8785), so any change of an attested setting, a loosening above all,
+// moves it, and nothing else does.
+func Fingerprint(p Posture) string {
+	doc, err := json.Marshal(p)
+	if err != nil {
+		// Unreachable: the posture holds only strings, booleans and integers.
+		return ""
+	}
+	canon, err := canonical(doc)
+	if err != nil {
+		return ""
+	}
+	return sha256Hex(canon)
+}
+
+// FloorError is one requirement of a regulated floor that a posture does not
+// meet. Field names the descriptor member as the reference does
+// ("construction['<name>'].ledger").
+type FloorError struct {
+	Field       string
+	Requirement string
+}
+
+// Error is the reference's message template (contract 10.2).
+func (e *FloorError) Error() string {
+	return "compileRegulatedProfile: " + e.Field + " " + e.Requirement +
+		"; the regulated floor is non-loosenable, so drop the field to inherit the floor or meet it explicitly"
+}
+
+// RegulatedFloor judges a posture as the reference's compileRegulatedProfile
+// does (contract 10.2) and returns the first failure, a *FloorError, in the
+// reference's order: the shape (version and name, field "construction"),
+// the kind, an armed ledger, the bounds, a known isolation flavour. Like the
+// reference it accepts any network, a writable root, an unsandboxed
+// subprocess, any allowEnv and any bound value: those are attested and
+// fingerprinted, not floored. StrictFloor floors them.
+func RegulatedFloor(p Posture) error {
+	if p.RegulatedPosture != PostureVersion || p.Name == "" {
+		return &FloorError{"construction", "must be a regulated posture descriptor (regulatedPosture 1 and a non-empty name)"}
+	}
+	field := "construction['" + p.Name + "']"
+	if p.Kind != PostureKind {
+		return &FloorError{field, "has an unknown kind '" + p.Kind + "'; a tool executor attests kind 'tool-executor'"}
+	}
+	if !p.Ledger {
+		return &FloorError{field + ".ledger", "must be armed (RV4204): configure an effect ledger on the executor so every dispatch is recorded"}
+	}
+	if p.Bounds == nil {
+		return &FloorError{field + ".bounds", "must state timeoutMs and maxOutputBytes as numbers"}
+	}
+	if p.Isolation == nil {
+		return &FloorError{field + ".isolation", "must state the isolation flavor"}
+	}
+	switch p.Isolation.Flavor {
+	case FlavorSubprocess, FlavorContainer, FlavorNative:
+	default:
+		return &FloorError{field + ".isolation", "must have flavor 'subprocess', 'container' or 'native', not '" + string(p.Isolation.Flavor) + "'"}
+	}
+	return nil
+}
+
+// StrictFloor is the floor for regulated hosts that want the isolation
+// itself floored: on top of RegulatedFloor it requires no network, a
+// read-only root and every capability dropped; for a container an image
+// pinned by digest; for a native sandbox seccomp on with a profile digest,
+// every limit enforced and no mapping onto host root. A subprocess, which
+// attests none of that, always fails. It returns every failure, joined,
+// each a *FloorError naming its field.
+func StrictFloor(p Posture) error {
+	err := RegulatedFloor(p)
+	var fe *FloorError
+	if errors.As(err, &fe) && !strings.HasPrefix(fe.Field, "construction['"+p.Name+"'].") {
+		return err // the shape or the kind is wrong: nothing further can be judged
+	}
+	return errors.Join(append([]error{err}, strictIsolation(p)...)...)
+}
+
+func strictIsolation(p Posture) []error {
+	iso := p.Isolation
+	if iso == nil {
+		return nil
+	}
+	field := "construction['" + p.Name + "'].isolation"
+	var errs []error
+	fail := func(member, requirement string) {
+		errs = append(errs, &FloorError{field + member, requirement})
+	}
+	switch iso.Flavor {
+	case FlavorContainer, FlavorNative:
+	case FlavorSubprocess:
+		fail(".flavor", "must be 'container' or 'native' under the strict floor; a subprocess attests no network, filesystem or privilege isolation")
+		return errs
+	default:
+		return nil // RegulatedFloor already named the unknown flavour
+	}
+	if iso.Network != "none" {
+		fail(".network", "must be 'none' under the strict floor, not '"+iso.Network+"'")
+	}
+	if !iso.ReadOnlyRoot {
+		fail(".readOnlyRoot", "must be true under the strict floor")
+	}
+	if !slices.Contains(iso.CapDrop, "ALL") {
+		fail(".capDrop", "must drop ALL capabilities under the strict floor")
+	}
+	if iso.Flavor == FlavorContainer && !pinnedImage.MatchString(iso.Image) {
+		fail(".image", "must be pinned by digest (name@sha256:<64 hex digits>) under the strict floor, not '"+iso.Image+"'")
+	}
+	if iso.Flavor == FlavorNative {
+		errs = append(errs, strictNative(field, iso.Native)...)
+	}
+	return errs
+}
+
+func strictNative(field string, n *NativeIsolation) []error {
+	if n == nil {
+		return []error{&FloorError{field + ".native", "must be attested by a native sandbox"}}
+	}
+	var errs []error
+	if !n.Seccomp.Enabled || !sha256Digest.MatchString(n.Seccomp.ProfileDigest) {
+		errs = append(errs, &FloorError{field + ".seccomp", "must be enabled with a sha256 profile digest under the strict floor"})
+	}
+	if len(n.Limits) == 0 {
+		errs = append(errs, &FloorError{field + ".limits", "must list the enforced limits under the strict floor"})
+	}
+	for _, name := range slices.Sorted(maps.Keys(n.Limits)) {
+		if n.Limits[name] != LimitEnforced {
+			errs = append(errs, &FloorError{field + ".limits." + name, "must be enforced under the strict floor, not '" + n.Limits[name] + "'"})
+		}
+	}
+	for _, ids := range []struct {
+		member   string
+		mappings []specs.LinuxIDMapping
+	}{{".uidMappings", n.UIDMappings}, {".gidMappings", n.GIDMappings}} {
+		for _, m := range ids.mappings {
+			if m.HostID == 0 {
+				errs = append(errs, &FloorError{field + ids.member, "must never map host id 0 into the sandbox"})
+				break
+			}
+		}
+	}
+	return errs
+}
+
+var (
+	sha256Digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	pinnedImage  = regexp.MustCompile(`^[^@\s]+@sha256:[0-9a-f]{64}$`)
+)

@@ -1,0 +1,212 @@
+package executor_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/moat-sandbox/moat/executor"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+const pinned = "localhost/tools@sha256:73943dfd7b1fdd10ec7bf5dbfd086309ab70658323f0450d794a809dfcb8c8d5"
+
+// The reference's example descriptor (contract 10.1).
+func subprocessPosture() executor.Posture {
+	return executor.Posture{RegulatedPosture: 1, Kind: "tool-executor", Name: "subprocess", Ledger: true, AllowEnv: []string{"PATH"},
+		Bounds:    &executor.Bounds{TimeoutMs: 5000, MaxOutputBytes: 1048576},
+		Isolation: &executor.Isolation{Flavor: executor.FlavorSubprocess, Sandboxed: true}}
+}
+
+func containerPosture() executor.Posture {
+	return executor.Posture{RegulatedPosture: 1, Kind: "tool-executor", Name: "container", Ledger: true, AllowEnv: []string{},
+		Bounds: &executor.Bounds{TimeoutMs: 30000, MaxOutputBytes: 1048576},
+		Isolation: &executor.Isolation{Flavor: executor.FlavorContainer, Network: "none", ReadOnlyRoot: true,
+			CapDrop: []string{"ALL"}, Image: pinned}}
+}
+
+func nativePosture() executor.Posture {
+	return executor.Posture{RegulatedPosture: 1, Kind: "tool-executor", Name: "native", Ledger: true, AllowEnv: []string{},
+		Bounds: &executor.Bounds{TimeoutMs: 30000, MaxOutputBytes: 1048576},
+		Isolation: &executor.Isolation{Flavor: executor.FlavorNative, Network: "none", ReadOnlyRoot: true, CapDrop: []string{"ALL"},
+			Native: &executor.NativeIsolation{
+				Namespaces:  []string{"user", "mount", "pid", "network", "ipc", "uts"},
+				Seccomp:     executor.Seccomp{Enabled: true, ProfileDigest: "sha256:" + strings.Repeat("ab", 32)},
+				Cgroup:      "hybrid",
+				Limits:      map[string]string{"memory": "enforced", "pids": "enforced"},
+				UIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: 65534, Size: 1}},
+				GIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: 65534, Size: 1}},
+				Rootfs:      "tmpfs+ro-binds",
+			}}}
+}
+
+func TestPostureJSON(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    executor.Posture
+		want string
+	}{
+		{"reference example", subprocessPosture(),
+			`{"regulatedPosture":1,"kind":"tool-executor","name":"subprocess","ledger":true,"allowEnv":["PATH"],"bounds":{"timeoutMs":5000,"maxOutputBytes":1048576},"isolation":{"flavor":"subprocess","sandboxed":true}}`},
+		{"container", containerPosture(),
+			`{"regulatedPosture":1,"kind":"tool-executor","name":"container","ledger":true,"allowEnv":[],"bounds":{"timeoutMs":30000,"maxOutputBytes":1048576},"isolation":{"flavor":"container","network":"none","readOnlyRoot":true,"capDrop":["ALL"],"image":"` + pinned + `"}}`},
+		{"native", nativePosture(),
+			`{"regulatedPosture":1,"kind":"tool-executor","name":"native","ledger":true,"allowEnv":[],"bounds":{"timeoutMs":30000,"maxOutputBytes":1048576},"isolation":{"flavor":"native","network":"none","readOnlyRoot":true,"capDrop":["ALL"],"namespaces":["user","mount","pid","network","ipc","uts"],"seccomp":{"enabled":true,"profileDigest":"sha256:` + strings.Repeat("ab", 32) + `"},"cgroup":"hybrid","limits":{"memory":"enforced","pids":"enforced"},"uidMappings":[{"containerID":0,"hostID":65534,"size":1}],"gidMappings":[{"containerID":0,"hostID":65534,"size":1}],"rootfs":"tmpfs+ro-binds"}}`},
+	} {
+		got, err := json.Marshal(tc.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// fields returns the Field of every *FloorError joined in err.
+func fields(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		var fe *executor.FloorError
+		if errors.As(e, &fe) {
+			out = append(out, fe.Field)
+		}
+	}
+	if err != nil {
+		walk(err)
+	}
+	return out
+}
+
+func TestRegulatedFloor(t *testing.T) {
+	for _, p := range []executor.Posture{subprocessPosture(), containerPosture(), nativePosture()} {
+		if err := executor.RegulatedFloor(p); err != nil {
+			t.Errorf("%s: %v", p.Name, err)
+		}
+	}
+	// What the reference does not floor: attested, not refused.
+	loose := subprocessPosture()
+	loose.Isolation.Sandboxed, loose.AllowEnv, loose.Bounds.TimeoutMs = false, []string{"AWS_SECRET"}, 1<<40
+	c := containerPosture()
+	c.Isolation.Network, c.Isolation.ReadOnlyRoot = "host", false
+	for _, p := range []executor.Posture{loose, c} {
+		if err := executor.RegulatedFloor(p); err != nil {
+			t.Errorf("the regulated floor refused a loosening the reference accepts: %v", err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*executor.Posture)
+		field string
+	}{
+		{"version", func(p *executor.Posture) { p.RegulatedPosture = 2 }, "construction"},
+		{"name", func(p *executor.Posture) { p.Name = "" }, "construction"},
+		{"kind", func(p *executor.Posture) { p.Kind = "model-adapter" }, "construction['subprocess']"},
+		{"ledger", func(p *executor.Posture) { p.Ledger = false }, "construction['subprocess'].ledger"},
+		{"bounds", func(p *executor.Posture) { p.Bounds = nil }, "construction['subprocess'].bounds"},
+		{"isolation", func(p *executor.Posture) { p.Isolation = nil }, "construction['subprocess'].isolation"},
+		{"flavor", func(p *executor.Posture) { p.Isolation.Flavor = "vm" }, "construction['subprocess'].isolation"},
+	} {
+		p := subprocessPosture()
+		tc.edit(&p)
+		err := executor.RegulatedFloor(p)
+		var fe *executor.FloorError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("%s: err %v, want a FloorError on %s", tc.name, err, tc.field)
+			continue
+		}
+		want := "compileRegulatedProfile: " + tc.field + " " + fe.Requirement + "; the regulated floor is non-loosenable, so drop the field to inherit the floor or meet it explicitly"
+		if err.Error() != want {
+			t.Errorf("%s: message %q, want %q", tc.name, err, want)
+		}
+	}
+	p := subprocessPosture()
+	p.Ledger = false
+	if err := executor.RegulatedFloor(p); !strings.Contains(err.Error(), "must be armed (RV4204)") {
+		t.Errorf("ledger message %q", err)
+	}
+}
+
+func TestStrictFloor(t *testing.T) {
+	for _, p := range []executor.Posture{containerPosture(), nativePosture()} {
+		if err := executor.StrictFloor(p); err != nil {
+			t.Errorf("%s: %v", p.Name, err)
+		}
+	}
+	const iso = "construction['container'].isolation"
+	const niso = "construction['native'].isolation"
+	for _, tc := range []struct {
+		name string
+		p    func() executor.Posture
+		edit func(*executor.Posture)
+		want []string
+	}{
+		{"subprocess", subprocessPosture, func(*executor.Posture) {}, []string{"construction['subprocess'].isolation.flavor"}},
+		{"network", containerPosture, func(p *executor.Posture) { p.Isolation.Network = "bridge" }, []string{iso + ".network"}},
+		{"root", containerPosture, func(p *executor.Posture) { p.Isolation.ReadOnlyRoot = false }, []string{iso + ".readOnlyRoot"}},
+		{"caps", containerPosture, func(p *executor.Posture) { p.Isolation.CapDrop = []string{"NET_RAW"} }, []string{iso + ".capDrop"}},
+		{"image tag", containerPosture, func(p *executor.Posture) { p.Isolation.Image = "busybox:1.36" }, []string{iso + ".image"}},
+		{"all of them and the ledger", containerPosture, func(p *executor.Posture) {
+			p.Ledger, p.Isolation.Network, p.Isolation.ReadOnlyRoot, p.Isolation.CapDrop, p.Isolation.Image = false, "host", false, nil, "x"
+		}, []string{"construction['container'].ledger", iso + ".network", iso + ".readOnlyRoot", iso + ".capDrop", iso + ".image"}},
+		{"seccomp off", nativePosture, func(p *executor.Posture) { p.Isolation.Native.Seccomp.Enabled = false }, []string{niso + ".seccomp"}},
+		{"limit degraded", nativePosture, func(p *executor.Posture) { p.Isolation.Native.Limits["pids"] = "degraded" }, []string{niso + ".limits.pids"}},
+		{"no limits", nativePosture, func(p *executor.Posture) { p.Isolation.Native.Limits = nil }, []string{niso + ".limits"}},
+		{"host root mapped", nativePosture, func(p *executor.Posture) { p.Isolation.Native.UIDMappings[0].HostID = 0 }, []string{niso + ".uidMappings"}},
+		{"no native part", nativePosture, func(p *executor.Posture) { p.Isolation.Native = nil }, []string{niso + ".native"}},
+		{"construction", containerPosture, func(p *executor.Posture) { p.Name = "" }, []string{"construction"}},
+	} {
+		p := tc.p()
+		tc.edit(&p)
+		got := fields(executor.StrictFloor(p))
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s: failing fields %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	base := executor.Fingerprint(containerPosture())
+	if len(base) != 64 || base != executor.Fingerprint(containerPosture()) {
+		t.Fatalf("fingerprint %q is not a stable sha256", base)
+	}
+	// The same posture built in another order fingerprints the same.
+	n1, n2 := nativePosture(), nativePosture()
+	n2.Isolation.Native.Limits = map[string]string{"pids": "enforced", "memory": "enforced"}
+	if executor.Fingerprint(n1) != executor.Fingerprint(n2) {
+		t.Fatalf("map order moved the fingerprint")
+	}
+	for _, tc := range []struct {
+		name string
+		p    func() executor.Posture
+		edit func(*executor.Posture)
+	}{
+		{"ledger off", containerPosture, func(p *executor.Posture) { p.Ledger = false }},
+		{"env forwarded", containerPosture, func(p *executor.Posture) { p.AllowEnv = []string{"AWS_SECRET"} }},
+		{"longer timeout", containerPosture, func(p *executor.Posture) { p.Bounds.TimeoutMs++ }},
+		{"bigger cap", containerPosture, func(p *executor.Posture) { p.Bounds.MaxOutputBytes *= 2 }},
+		{"network", containerPosture, func(p *executor.Posture) { p.Isolation.Network = "bridge" }},
+		{"writable root", containerPosture, func(p *executor.Posture) { p.Isolation.ReadOnlyRoot = false }},
+		{"capabilities kept", containerPosture, func(p *executor.Posture) { p.Isolation.CapDrop = nil }},
+		{"image unpinned", containerPosture, func(p *executor.Posture) { p.Isolation.Image = "localhost/tools:latest" }},
+		{"unsandboxed", subprocessPosture, func(p *executor.Posture) { p.Isolation.Sandboxed = false }},
+		{"seccomp off", nativePosture, func(p *executor.Posture) { p.Isolation.Native.Seccomp.Enabled = false }},
+		{"limit degraded", nativePosture, func(p *executor.Posture) { p.Isolation.Native.Limits["memory"] = "degraded" }},
+		{"namespace dropped", nativePosture, func(p *executor.Posture) { p.Isolation.Native.Namespaces = p.Isolation.Native.Namespaces[1:] }},
+	} {
+		before := executor.Fingerprint(tc.p())
+		p := tc.p()
+		tc.edit(&p)
+		if executor.Fingerprint(p) == before {
+			t.Errorf("%s did not move the fingerprint", tc.name)
+		}
+	}
+}
