@@ -29,7 +29,11 @@ type doctorReport struct {
 	Seccomp  seccompReport  `json:"seccomp"`
 	Cgroups  cgroupReport   `json:"cgroups"`
 	Policies []policyReport `json:"policies"`
-	Problems []problem      `json:"problems"`
+	// Posture is the native provider's regulated posture for the default
+	// policy, and Fingerprint its hash (it moves when a setting loosens).
+	Posture     *executor.Posture `json:"posture,omitempty"`
+	Fingerprint string            `json:"fingerprint,omitempty"`
+	Problems    []problem         `json:"problems"`
 }
 
 type identity struct {
@@ -225,6 +229,10 @@ func judgePolicy(name string, r *doctorReport) policyReport {
 		return policyReport{Name: name, Status: "refused", Missing: []string{err.Error()}}
 	}
 	defer p.Close()
+	if name == "default" {
+		posture := p.Posture()
+		r.Posture, r.Fingerprint = &posture, executor.Fingerprint(posture)
+	}
 	cg := p.Cgroups()
 	for _, l := range []struct {
 		limit cgroups.Limit
@@ -273,6 +281,10 @@ func printReport(w io.Writer, r *doctorReport) {
 			fmt.Fprintf(w, " (%s)", strings.Join(p.Missing, "; "))
 		}
 		fmt.Fprintln(w)
+	}
+	if r.Posture != nil {
+		b, _ := json.Marshal(r.Posture)
+		fmt.Fprintf(w, "posture     (native, default policy) %s\nfingerprint %s\n", b, r.Fingerprint)
 	}
 	if len(r.Problems) == 0 {
 		fmt.Fprintln(w, "no problems found")

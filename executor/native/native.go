@@ -26,6 +26,7 @@ import (
 type Provider struct {
 	pipeline *executor.Pipeline
 	launcher *launcher
+	native   *executor.NativeIsolation
 }
 
 // Option configures a Provider.
@@ -40,6 +41,7 @@ type options struct {
 	nsexec     []nsexec.Option
 	cgroups    *cgroups.Manager
 	noCgroups  bool
+	hostID     *nsexec.Identity
 	logger     *slog.Logger
 }
 
@@ -97,6 +99,16 @@ func WithInitPath(path string) Option {
 	return func(o *options) { o.nsexec = append(o.nsexec, nsexec.WithInitPath(path)) }
 }
 
+// WithHostIdentity sets the host uid and gid the sandbox's id maps to when
+// moat runs as root (default nsexec.DefaultHostID); rootless, the caller's
+// own ids are the only ones that can be mapped.
+func WithHostIdentity(id nsexec.Identity) Option {
+	return func(o *options) {
+		o.hostID = &id
+		o.nsexec = append(o.nsexec, nsexec.WithIdentity(id))
+	}
+}
+
 // WithNsexecOptions passes options to nsexec.Start (identity, handshake
 // timeout).
 func WithNsexecOptions(opts ...nsexec.Option) Option {
@@ -145,7 +157,7 @@ func New(opts ...Option) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{pipeline: p, launcher: l}, nil
+	return &Provider{pipeline: p, launcher: l, native: attest(l, o.policy, o.hostID)}, nil
 }
 
 // Dispatch runs one tool call in a fresh sandbox.

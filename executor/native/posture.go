@@ -1,0 +1,94 @@
+package native
+
+import (
+	"os"
+
+	"github.com/moat-sandbox/moat/cgroups"
+	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/nsexec"
+	"github.com/moat-sandbox/moat/policies"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// namespaces are created for every sandbox (the cgroup namespace too when
+// the dispatch has a cgroup leaf).
+var namespaces = []string{"user", "mount", "pid", "network", "ipc", "uts"}
+
+// attest computes, once in New, what the posture descriptor reports about
+// the sandbox: nothing here changes between dispatches.
+func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity) *executor.NativeIsolation {
+	n := &executor.NativeIsolation{
+		Namespaces: append([]string(nil), namespaces...),
+		Cgroup:     "none",
+		Limits:     map[string]string{"timeout": executor.LimitEnforced, "outputCap": executor.LimitEnforced},
+		Rootfs:     "tmpfs+ro-binds of the host system directories",
+	}
+	if l.tmpl.Rootfs != "" {
+		n.Rootfs = l.tmpl.Rootfs + " (read-only)"
+	}
+	if len(l.tmpl.Seccomp) > 0 {
+		n.Seccomp.Enabled = true
+		n.Seccomp.ProfileDigest, _ = pol.SeccompDigest()
+	}
+	if l.cgroups != nil {
+		n.Cgroup = l.cgPosture.Layout.String()
+		if n.Cgroup == "unified" {
+			n.Cgroup = "v2"
+		}
+		n.Namespaces = append(n.Namespaces, "cgroup")
+	}
+	for _, lim := range []struct {
+		name  string
+		limit cgroups.Limit
+		set   bool
+	}{
+		{"memory", cgroups.Memory, pol.Limits.Memory != ""},
+		{"pids", cgroups.Pids, pol.Limits.Pids > 0},
+		{"cpu", cgroups.CPU, pol.Limits.CPUs > 0},
+	} {
+		if !lim.set {
+			continue
+		}
+		n.Limits[lim.name] = executor.LimitDegraded
+		if l.cgroups != nil && l.cgPosture.Of(lim.limit).Enforced {
+			n.Limits[lim.name] = executor.LimitEnforced
+		}
+	}
+	inUID, inGID := uint32(nsexec.DefaultUID), uint32(nsexec.DefaultGID)
+	if pol.Identity != nil {
+		inUID, inGID = pol.Identity.UID, pol.Identity.GID
+	}
+	hUID, hGID := uint32(os.Geteuid()), uint32(os.Getegid())
+	if hUID == 0 {
+		hUID, hGID = nsexec.DefaultHostID, nsexec.DefaultHostID
+		if hostID != nil {
+			hUID, hGID = hostID.UID, hostID.GID
+		}
+	}
+	n.UIDMappings = []specs.LinuxIDMapping{{ContainerID: inUID, HostID: hUID, Size: 1}}
+	n.GIDMappings = []specs.LinuxIDMapping{{ContainerID: inGID, HostID: hGID, Size: 1}}
+	return n
+}
+
+// Posture is the provider's regulated posture descriptor: the reference's
+// fields plus the native flavour's attestation (namespaces, the seccomp
+// profile digest, the cgroup layout, which limits are enforced here, the id
+// mapping and the root). It does no I/O.
+func (p *Provider) Posture() executor.Posture {
+	cfg := p.pipeline.Config()
+	return executor.Posture{
+		RegulatedPosture: executor.PostureVersion,
+		Kind:             executor.PostureKind,
+		Name:             "native",
+		Ledger:           cfg.Ledger != nil,
+		AllowEnv:         append([]string{}, cfg.AllowEnv...),
+		Bounds:           &executor.Bounds{TimeoutMs: cfg.Timeout.Milliseconds(), MaxOutputBytes: int64(cfg.MaxOutputBytes)},
+		Isolation: &executor.Isolation{
+			Flavor:       executor.FlavorNative,
+			Network:      p.launcher.tmpl.Network,
+			ReadOnlyRoot: true,
+			CapDrop:      []string{"ALL"},
+			Native:       p.native,
+		},
+	}
+}

@@ -1,0 +1,93 @@
+package native_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/moat-sandbox/moat/conformance/testenv"
+	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/executor/native"
+	"github.com/moat-sandbox/moat/ledger"
+	"github.com/moat-sandbox/moat/policies"
+)
+
+func postureOf(t *testing.T, edit func(*policies.Policy), opts ...native.Option) executor.Posture {
+	t.Helper()
+	pol, err := policies.Builtin("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(pol)
+	}
+	p, err := native.New(append([]native.Option{native.WithPolicy(pol), native.WithLedger(&ledger.Memory{})}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p.Posture()
+}
+
+// As root on this host every limit is enforced, so the default policy
+// meets the strict floor; the descriptor attests what a dispatch gets.
+func TestNativePostureMeetsTheStrictFloorAsRoot(t *testing.T) {
+	testenv.RequireRoot(t)
+	p := postureOf(t, nil)
+	if err := executor.RegulatedFloor(p); err != nil {
+		t.Fatalf("regulated floor: %v", err)
+	}
+	if err := executor.StrictFloor(p); err != nil {
+		b, _ := json.MarshalIndent(p, "", " ")
+		t.Fatalf("strict floor: %v\n%s", err, b)
+	}
+	n := p.Isolation.Native
+	if !n.Seccomp.Enabled || !strings.HasPrefix(n.Seccomp.ProfileDigest, "sha256:") || n.Limits["memory"] != executor.LimitEnforced {
+		t.Fatalf("native attestation = %+v", n)
+	}
+	if n.UIDMappings[0].HostID == 0 || n.UIDMappings[0].ContainerID != 1000 {
+		t.Fatalf("uid mapping %+v maps host root or the wrong inside id", n.UIDMappings)
+	}
+}
+
+// Without delegation the limits are degraded, and the strict floor says
+// which, by field.
+func TestNativePostureDegradedAsNobody(t *testing.T) {
+	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
+		return
+	}
+	p := postureOf(t, nil)
+	if err := executor.RegulatedFloor(p); err != nil {
+		t.Fatalf("regulated floor: %v", err)
+	}
+	err := executor.StrictFloor(p)
+	var fe *executor.FloorError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "limits") || !strings.Contains(err.Error(), "memory") {
+		t.Fatalf("strict floor err = %v, want a field error naming the degraded memory limit", err)
+	}
+	if n := p.Isolation.Native; n.UIDMappings[0].HostID != testenv.NobodyUID {
+		t.Fatalf("rootless mapping %+v does not map to the caller", n.UIDMappings)
+	}
+}
+
+// A loosened setting moves the fingerprint; the same settings keep it.
+func TestNativePostureFingerprint(t *testing.T) {
+	base := executor.Fingerprint(postureOf(t, nil))
+	if again := executor.Fingerprint(postureOf(t, nil)); again != base {
+		t.Fatalf("fingerprint is not stable: %s then %s", base, again)
+	}
+	for name, edit := range map[string]func(*policies.Policy){
+		"network loopback": func(p *policies.Policy) { p.Network = policies.NetworkLoopback },
+		"no seccomp":       func(p *policies.Policy) { p.Seccomp = nil },
+		"longer timeout":   func(p *policies.Policy) { p.Limits.Timeout = "10m" },
+		"env allowlist":    func(p *policies.Policy) { p.Env = append(p.Env, "HOME") },
+	} {
+		if executor.Fingerprint(postureOf(t, edit)) == base {
+			t.Errorf("%s did not move the fingerprint", name)
+		}
+	}
+	if executor.Fingerprint(postureOf(t, nil, native.WithoutCgroups())) == base {
+		t.Error("dropping the cgroup limits did not move the fingerprint")
+	}
+}
