@@ -1,10 +1,13 @@
 package main
 
 import (
+	"debug/elf"
 	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/moat-sandbox/moat/seccomp"
 )
 
 // version is set at link time: -ldflags "-X main.version=v0.1.0".
@@ -23,6 +26,28 @@ func versionCmd(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	fmt.Fprintf(stdout, "moat %s\ncommit %s\ngo %s %s/%s\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	lib := seccomp.LibraryVersion()
+	if lib == "" {
+		lib = "none (built without cgo: seccomp policies refuse to run)"
+	}
+	fmt.Fprintf(stdout, "moat %s\ncommit %s\ngo %s %s/%s\nlibseccomp %s\nstatic %v\n",
+		version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, lib, isStatic("/proc/self/exe"))
 	return exitOK
+}
+
+// isStatic reports whether the ELF file at path needs no dynamic loader: it
+// has no PT_INTERP program header and no DT_NEEDED library.
+func isStatic(path string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	libs, err := f.ImportedLibraries()
+	return err == nil && len(libs) == 0
 }

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/moat-sandbox/moat/cgroups"
+	"github.com/moat-sandbox/moat/conformance/testenv"
+	"github.com/moat-sandbox/moat/nsexec"
+)
+
+// The end-to-end tests run moat as a user would: as a separate program.
+// That program is this test binary, copied under the name "moat" into a
+// 0755 directory: TestMain turns such a copy into the CLI. It needs no Go
+// toolchain, so the same tests run in a VM that only gets test binaries.
+func TestMain(m *testing.M) {
+	nsexec.Init()
+	if filepath.Base(os.Args[0]) == "moat" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	code := m.Run()
+	if moatDir != "" {
+		os.RemoveAll(moatDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	moatOnce sync.Once
+	moatDir  string
+	moatErr  error
+)
+
+// moatBin returns the path of the CLI copy of this test binary.
+func moatBin(t *testing.T) string {
+	t.Helper()
+	moatOnce.Do(func() {
+		self, err := os.Executable()
+		if err != nil {
+			moatErr = err
+			return
+		}
+		if moatDir, moatErr = os.MkdirTemp("", "moat-cli-"); moatErr != nil {
+			return
+		}
+		os.Chmod(moatDir, 0o755)
+		b, err := os.ReadFile(self)
+		if err != nil {
+			moatErr = err
+			return
+		}
+		moatErr = os.WriteFile(filepath.Join(moatDir, "moat"), b, 0o755)
+	})
+	if moatErr != nil {
+		t.Fatalf("prepare the moat binary: %v", moatErr)
+	}
+	return filepath.Join(moatDir, "moat")
+}
+
+// result is what one moat invocation did.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func moat(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(moatBin(t), args...)
+	cmd.Dir = os.TempDir()
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run moat %v: %v", args, err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+// bothIdentities runs body as nobody (in a re-run copy) and then as the
+// current user.
+func bothIdentities(t *testing.T) {
+	_ = testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID)
+}
+
+func TestRunExitStatusTable(t *testing.T) {
+	bothIdentities(t)
+	notExec := filepath.Join(moatDirFor(t), "not-executable")
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"success", []string{"run", "--", "/bin/sh", "-c", "id -u; echo hi > /work/x; cat /work/x"}, 0, "1000\nhi\n", ""},
+		{"python", []string{"run", "--policy", "python", "--", "python3", "-c", "print(6*7)"}, 0, "42\n", ""},
+		{"the tool's own status", []string{"run", "--", "/bin/sh", "-c", "exit 7"}, 7, "", ""},
+		{"killed by a signal", []string{"run", "--", "python3", "-c", "import ctypes; ctypes.string_at(0)"}, 128 + int(syscall.SIGSEGV), "", ""},
+		{"timeout", []string{"run", "--timeout", "300ms", "--", "/bin/sleep", "30"}, 124, "", "exceeded"},
+		{"setup failure", []string{"run", "--rootfs", "/nonexistent-rootfs", "--", "/bin/true"}, 125, "", "rootfs /nonexistent-rootfs"},
+		{"not executable", []string{"run", "--bind", notExec + ":/x", "--", "/x"}, 126, "", "exec /x"},
+		{"not found", []string{"run", "--", "/no/such/tool"}, 127, "", "/no/such/tool"},
+		{"bad flag", []string{"run", "--bogus", "--", "/bin/true"}, 64, "", "flag provided but not defined"},
+		{"missing command", []string{"run"}, 64, "", "missing the command"},
+		{"missing policy", []string{"run", "--policy", "no-such-policy", "--", "/bin/true"}, 64, "", "no-such-policy"},
+		{"bad limit", []string{"run", "--memory", "12 parsecs", "--", "/bin/true"}, 64, "", "limits.memory"},
+		{"bad bind", []string{"run", "--bind", "nocolon", "--", "/bin/true"}, 64, "", "SRC:DST"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := moat(t, "", tc.args...)
+			if r.code != tc.code || (tc.stdout != "" && r.stdout != tc.stdout) || !strings.Contains(r.stderr, tc.stderr) {
+				t.Fatalf("moat %v: exit %d, stdout %q, stderr %q; want exit %d, stdout %q, stderr containing %q",
+					tc.args, r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
+			}
+		})
+	}
+}
+
+// moatDirFor makes a 0755 directory holding a file that is not executable.
+func moatDirFor(t *testing.T) string {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "not-executable"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestRunPassesStdioAndEnvironment(t *testing.T) {
+	bothIdentities(t)
+	t.Setenv("MOAT_CLI_HOST_SECRET", "leak")
+	t.Setenv("MOAT_CLI_PASSED", "passed")
+	r := moat(t, "from stdin", "run", "--env", "MOAT_CLI_PASSED", "--env", "X=1", "--", "/bin/sh", "-c", "cat; echo; env | sort")
+	want := "from stdin\nHOME=/work\nMOAT_CLI_PASSED=passed\nPATH=/usr/local/bin:/usr/bin:/bin\nPWD=/work\nX=1\n"
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("exit %d, stdout %q, want %q (stderr %q)", r.code, r.stdout, want, r.stderr)
+	}
+	r = moat(t, "", "run", "--inherit-env", "--", "/bin/sh", "-c", "echo $MOAT_CLI_HOST_SECRET")
+	if r.code != 0 || r.stdout != "leak\n" {
+		t.Fatalf("--inherit-env: exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+func TestHelpForEveryCommand(t *testing.T) {
+	for _, c := range []string{"run", "dispatch", "doctor", "demo", "policy", "ledger", "version"} {
+		r := moat(t, "", c, "--help")
+		if c == "version" || c == "demo" {
+			continue // they take no flags; --help is a usage error there
+		}
+		if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "usage") {
+			t.Errorf("moat %s --help: exit %d, output %q", c, r.code, r.stdout+r.stderr)
+		}
+	}
+	if r := moat(t, ""); r.code != 64 || !strings.Contains(r.stderr, "Commands:") {
+		t.Errorf("moat without a command: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := moat(t, "", "frobnicate"); r.code != 64 || !strings.Contains(r.stderr, `unknown command "frobnicate"`) {
+		t.Errorf("unknown command: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// stubCLI writes a docker-compatible CLI stand-in that runs the tool's
+// command itself (the last argument after the image), so `moat dispatch
+// --executor container` can be driven without a daemon.
+func stubCLI(t *testing.T) string {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	path := filepath.Join(dir, "docker")
+	script := "#!/bin/sh\n# drop everything up to the image name (moat-stub-image), then run the command\nwhile [ $# -gt 0 ] && [ \"$1\" != moat-stub-image ]; do shift; done\nshift\nexec \"$@\"\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestDispatchEveryProvider(t *testing.T) {
+	bothIdentities(t)
+	tool := `import json,sys; m=json.load(sys.stdin); print(json.dumps({"n": m["args"]["a"]*m["args"]["b"], "tool": m["tool"]}))`
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"native", []string{"--executor", "native", "--policy", "python"}},
+		{"subprocess", []string{"--executor", "subprocess"}},
+		{"container", []string{"--executor", "container", "--image", "moat-stub-image", "--container-cli", stubCLI(t)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ledgerPath := filepath.Join(t.TempDir(), "effects.jsonl")
+			args := append(append([]string{"dispatch", "--tool", "mul", "--args", `{"a":6,"b":7}`, "--ledger", ledgerPath}, tc.args...), "--", "python3", "-c", tool)
+			r := moat(t, "", args...)
+			if r.code != 0 || strings.TrimSpace(r.stdout) != `{"n": 42, "tool": "mul"}` {
+				t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+			scan := moat(t, "", "ledger", "scan", "--json", ledgerPath)
+			var sc struct {
+				Status string
+				Counts struct{ Intents, Outcomes, OrphanedIntents int }
+			}
+			if err := json.Unmarshal([]byte(scan.stdout), &sc); err != nil || scan.code != 0 || sc.Status != "clean" || sc.Counts.Intents != 1 || sc.Counts.Outcomes != 1 {
+				t.Fatalf("ledger scan: exit %d, %s %s", scan.code, scan.stdout, scan.stderr)
+			}
+			r = moat(t, "", "dispatch", "--json", "--tool", "bad", "--executor", tc.name, "--image", "moat-stub-image", "--container-cli", stubCLI(t), "--", "/bin/sh", "-c", "echo oops >&2; exit 3")
+			var got struct {
+				OK    bool
+				Error struct{ Code, Message string }
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 1 || got.OK || got.Error.Code != "exit" || !strings.Contains(got.Error.Message, "oops") {
+				t.Fatalf("failing tool: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+	r := moat(t, "", "dispatch", "--tool", "x", "--executor", "teleport", "--", "/bin/true")
+	if r.code != 64 || !strings.Contains(r.stderr, "native, subprocess or container") {
+		t.Fatalf("unknown executor: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = moat(t, "", "dispatch", "--tool", "x", "--args", "{not json", "--", "/bin/true")
+	if r.code != 64 || !strings.Contains(r.stderr, "not valid JSON") {
+		t.Fatalf("bad args: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestDoctorJSONMatchesTheHost(t *testing.T) {
+	bothIdentities(t)
+	r := moat(t, "", "doctor", "--json")
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("doctor --json is not JSON: %v\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	h, err := cgroups.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Cgroups.Layout != h.Layout.String() {
+		t.Errorf("doctor reports cgroup layout %q, the host is %q", rep.Cgroups.Layout, h.Layout)
+	}
+	if !rep.UserNS.Works || rep.User.UID != os.Geteuid() || !rep.Seccomp.Usable {
+		t.Errorf("doctor: userns works %v, uid %d (want %d), seccomp usable %v", rep.UserNS.Works, rep.User.UID, os.Geteuid(), rep.Seccomp.Usable)
+	}
+	m, err := cgroups.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	wantDefault := "full"
+	if m.Posture().Degraded() {
+		wantDefault = "degraded"
+	}
+	var got string
+	for _, p := range rep.Policies {
+		if p.Name == "default" {
+			got = p.Status
+		}
+	}
+	if got != wantDefault {
+		t.Errorf("doctor says the default policy runs %q, the cgroup posture says %q", got, wantDefault)
+	}
+	if (wantDefault == "full") != (r.code == 0) {
+		t.Errorf("doctor exit %d with the default policy %s", r.code, got)
+	}
+	if rep.Posture == nil || rep.Fingerprint == "" {
+		t.Errorf("doctor did not report the native posture")
+	}
+	fmt.Fprint(io.Discard, r.stderr)
+}
