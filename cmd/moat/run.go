@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/moat-sandbox/moat/cgroups"
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/executor/native"
 	"github.com/moat-sandbox/moat/nsexec"
@@ -54,6 +55,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	memory := fs.String("memory", "", "memory limit, e.g. 256M (default from the policy); swap is off")
 	pids := fs.Int64("pids", 0, "process and thread limit (default from the policy)")
 	cpus := fs.Float64("cpus", 0, "CPU bandwidth in CPUs, e.g. 0.5 (default from the policy)")
+	cgroupParent := fs.String("cgroup-parent", "", "create the sandbox's cgroup under this delegated group (relative: below moat's own cgroup; absolute: below each hierarchy's root)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: moat run [flags] -- CMD [ARG...]
 
@@ -136,6 +138,14 @@ Flags:
 	env := sandboxEnv(envs, *inherit)
 
 	opts := []native.Option{native.WithPolicy(pol), native.WithBinds(mounts...)}
+	if *cgroupParent != "" {
+		m, err := cgroups.New(cgroups.WithParent(*cgroupParent))
+		if err != nil {
+			return usageErr("--cgroup-parent: %v", err)
+		}
+		defer m.Close()
+		opts = append(opts, native.WithCgroups(m))
+	}
 	if *timeout != 0 {
 		opts = append(opts, native.WithTimeout(*timeout))
 	}
