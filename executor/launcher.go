@@ -55,6 +55,9 @@ type ExitStatus struct {
 	// Err, when set, is the provider's own diagnosis of the end (an OOM
 	// kill, a seccomp kill), which outranks the plain exit classification.
 	Err *Error
+	// Note, when set, is a diagnostic the provider adds to an exit error's
+	// message (for example that the sandbox hit its pids limit).
+	Note string
 }
 
 // Exited reports whether the child exited (rather than being signalled).

@@ -158,6 +158,9 @@ func (p *Pipeline) classify(req *Request, r *run) error {
 	default:
 		msg += fmt.Sprintf("null (signal %s)", signalName(r.status.Signal))
 	}
+	if r.status.Note != "" {
+		msg += " (" + r.status.Note + ")"
+	}
 	if tail := tailUTF16(trimJS(decodeLossy(r.stderr)), 500); tail != "" {
 		msg += ": " + tail
 	}

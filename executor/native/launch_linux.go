@@ -24,6 +24,7 @@ type launcher struct {
 	cgroups    *cgroups.Manager
 	ownCgroups bool
 	cgPosture  cgroups.Posture
+	onUsage    func(*executor.Request, cgroups.Usage)
 	logger     *slog.Logger
 }
 
@@ -61,7 +62,8 @@ func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Pr
 		}
 		return nil, startError(in.Request.Tool, err)
 	}
-	return &process{proc: proc, leaf: leaf, tool: in.Request.Tool, memory: memoryLimit(l.resources), logger: l.logger}, nil
+	return &process{proc: proc, leaf: leaf, tool: in.Request.Tool, req: in.Request, onUsage: l.onUsage,
+		memory: memoryLimit(l.resources), logger: l.logger}, nil
 }
 
 // startError types a failed sandbox start: a tool that could not be
@@ -89,11 +91,13 @@ func memoryLimit(res *specs.LinuxResources) int64 {
 // process is one running sandbox. The tool is its pid 1: when it ends, the
 // kernel kills everything else in the pid namespace.
 type process struct {
-	proc   *nsexec.Process
-	leaf   *cgroups.Leaf
-	tool   string
-	memory int64
-	logger *slog.Logger
+	proc    *nsexec.Process
+	leaf    *cgroups.Leaf
+	tool    string
+	req     *executor.Request
+	onUsage func(*executor.Request, cgroups.Usage)
+	memory  int64
+	logger  *slog.Logger
 
 	mu     sync.Mutex
 	waited bool
@@ -124,9 +128,18 @@ func (p *process) Wait() (executor.ExitStatus, error) {
 	p.mu.Unlock()
 	status := exitStatus(st)
 	if p.leaf != nil {
-		if u, serr := p.leaf.Stats(); serr == nil && u.OOMKilled {
-			status.Err = &executor.Error{Code: executor.CodeOOM,
-				Message: fmt.Sprintf("tool '%s' was killed by the kernel at its memory limit of %d bytes", p.tool, p.memory)}
+		u, serr := p.leaf.Stats()
+		if serr == nil {
+			if u.OOMKilled {
+				status.Err = &executor.Error{Code: executor.CodeOOM,
+					Message: fmt.Sprintf("tool '%s' was killed by the kernel at its memory limit of %d bytes", p.tool, p.memory)}
+			}
+			if u.PidsLimitHits > 0 {
+				status.Note = fmt.Sprintf("the sandbox hit its pids limit %d times: forks were refused", u.PidsLimitHits)
+			}
+			if p.onUsage != nil {
+				p.onUsage(p.req, u)
+			}
 		}
 		if derr := p.leaf.Delete(); derr != nil {
 			p.logger.Warn("remove the dispatch's cgroup", "err", derr)

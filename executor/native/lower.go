@@ -74,7 +74,7 @@ func lower(o *options) (*launcher, executor.Config, error) {
 		}
 	}
 
-	l := &launcher{tmpl: tmpl, nsexec: o.nsexec, logger: o.logger}
+	l := &launcher{tmpl: tmpl, nsexec: o.nsexec, onUsage: o.onUsage, logger: o.logger}
 	res, err := resources(pol)
 	if err != nil {
 		return nil, cfg, err

@@ -42,6 +42,7 @@ type options struct {
 	cgroups    *cgroups.Manager
 	noCgroups  bool
 	hostID     *nsexec.Identity
+	onUsage    func(*executor.Request, cgroups.Usage)
 	logger     *slog.Logger
 }
 
@@ -122,6 +123,13 @@ func WithCgroups(m *cgroups.Manager) Option { return func(o *options) { o.cgroup
 // WithoutCgroups runs without cgroup limits (rlimits and the wall-clock
 // kill only); a policy that requires a cgroup limit then refuses.
 func WithoutCgroups() Option { return func(o *options) { o.noCgroups = true } }
+
+// WithUsage calls f after every dispatch that ran in a cgroup leaf, with
+// what the cgroup measured: CPU time, memory peak, OOM kills, pids-limit
+// hits.
+func WithUsage(f func(*executor.Request, cgroups.Usage)) Option {
+	return func(o *options) { o.onUsage = f }
+}
 
 // WithClock replaces time.Now for startedAt and durationMs.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.pipeline.Now = now } }
