@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/moat-sandbox/moat/cgroups"
+	"github.com/moat-sandbox/moat/conformance"
 	"github.com/moat-sandbox/moat/conformance/testenv"
 	"github.com/moat-sandbox/moat/nsexec"
 )
@@ -23,15 +24,15 @@ import (
 // 0755 directory: TestMain turns such a copy into the CLI. It needs no Go
 // toolchain, so the same tests run in a VM that only gets test binaries.
 func TestMain(m *testing.M) {
-	nsexec.Init()
 	if filepath.Base(os.Args[0]) == "moat" {
+		nsexec.Init()
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	code := m.Run()
-	if moatDir != "" {
-		os.RemoveAll(moatDir)
-	}
-	os.Exit(code)
+	conformance.Main(m, func() {
+		if moatDir != "" {
+			os.RemoveAll(moatDir)
+		}
+	})
 }
 
 var (
