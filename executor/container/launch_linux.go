@@ -3,15 +3,11 @@ package container
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"regexp"
-	"sync"
-	"syscall"
 
 	"github.com/moat-sandbox/moat/executor"
-	"golang.org/x/sys/unix"
 )
 
 // launcher starts the CLI, in its own process group, for one dispatch.
@@ -27,20 +23,19 @@ func (l *launcher) Launch(_ context.Context, in *executor.Launch) (executor.Proc
 	name := "moat-" + in.AttemptID
 	args := append(s.runArgs(in.Workdir, name, envNames(in.Env)), in.Path)
 	args = append(args, in.Args...)
-	cmd := &exec.Cmd{
-		Path:        cli,
-		Args:        append([]string{s.cli}, args...),
-		Env:         env,
-		Dir:         in.Workdir,
-		Stdin:       in.Stdin,
-		Stdout:      in.Stdout,
-		Stderr:      in.Stderr,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-	}
-	if err := cmd.Start(); err != nil {
+	g, err := executor.StartGroup(&exec.Cmd{
+		Path:   cli,
+		Args:   append([]string{s.cli}, args...),
+		Env:    env,
+		Dir:    in.Workdir,
+		Stdin:  in.Stdin,
+		Stdout: in.Stdout,
+		Stderr: in.Stderr,
+	})
+	if err != nil {
 		return nil, launchError(in, s.cli, err)
 	}
-	return &process{s: s, cmd: cmd, pid: cmd.Process.Pid, cli: cli, name: name, env: env}, nil
+	return &process{GroupProcess: g, s: s, cli: cli, name: name, env: env}, nil
 }
 
 func launchError(in *executor.Launch, cli string, err error) *executor.Error {
@@ -51,63 +46,24 @@ func launchError(in *executor.Launch, cli string, err error) *executor.Error {
 	}
 }
 
-// process is a running CLI and the container it started.
+// process is a running CLI (the leader of its own process group) and the
+// container it started. Signal (the group's) reaches the CLI, which proxies
+// SIGTERM to the container; SIGKILL ends the CLI only, and Wait then removes
+// the container.
 type process struct {
+	*executor.GroupProcess
 	s    *settings
-	cmd  *exec.Cmd
-	pid  int
 	cli  string
 	name string
 	env  []string
-
-	mu        sync.Mutex
-	reaped    bool
-	signalled bool
 }
 
-// Signal signals the CLI's process group. The CLI proxies SIGTERM to the
-// container; SIGKILL ends the CLI only, and Wait then removes the container.
-func (p *process) Signal(sig syscall.Signal) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.reaped {
-		return nil
-	}
-	p.signalled = true
-	return unix.Kill(-p.pid, sig)
-}
-
-// Wait waits for the CLI without reaping it (so its process group id cannot
-// be reused), kills what is left of the group, reaps the CLI, and, when the
-// pipeline stopped it or a signal ended it, removes the container by name,
-// which the CLI's own --rm no longer guarantees.
+// Wait waits for the CLI and its group, then, when the pipeline stopped it
+// or a signal ended it, removes the container by name, which the CLI's own
+// --rm no longer guarantees.
 func (p *process) Wait() (executor.ExitStatus, error) {
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	p.mu.Lock()
-	_ = unix.Kill(-p.pid, unix.SIGKILL)
-	p.reaped = true
-	signalled := p.signalled
-	p.mu.Unlock()
-	err := p.cmd.Wait()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		err = nil // a non-zero exit is an outcome, not a failure to wait
-	}
-	st := executor.ExitStatus{Code: -1}
-	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-		if ws.Signaled() {
-			st.Signal = ws.Signal()
-		} else {
-			st.Code = ws.ExitStatus()
-		}
-	}
-	if signalled || !st.Exited() {
+	st, err := p.GroupProcess.Wait()
+	if p.Signalled() || !st.Exited() {
 		p.remove()
 	}
 	return st, err
