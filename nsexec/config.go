@@ -86,4 +86,17 @@ type wire struct {
 	// inherited from root (rootless, setgroups is denied and the caller's own
 	// groups stay, as with every rootless sandbox).
 	DropGroups bool `json:"dropGroups,omitempty"`
+	// Trace asks the child for its stage marks (WithTrace).
+	Trace bool `json:"trace,omitempty"`
+	// Deferred makes the child stop before the exec, say msgReady and wait
+	// for a request frame with the argv, the environment and the stdio
+	// descriptors (Prepare).
+	Deferred bool `json:"deferred,omitempty"`
+}
+
+// request is the second frame of a deferred child: what the tool of this
+// one dispatch is. Its stdio travels beside it as SCM_RIGHTS.
+type request struct {
+	Args []string `json:"args"`
+	Env  []string `json:"env"`
 }

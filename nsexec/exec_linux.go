@@ -35,11 +35,18 @@ func (c *child) exec() error {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return stepErr(StepFDs, "", "close_range", err)
 	}
+	c.mark(markPrivileges)
 	// Last: once the filter is in place, the only calls left are execve
 	// (and, on failure, the report write and exit).
 	if prog != nil {
 		if err := seccomp.Load(prog); err != nil {
 			return stepErr(StepSeccomp, "", "", err)
+		}
+	}
+	if c.trace {
+		c.mark(markSeccomp)
+		if err := writeMarks(c.sync, &c.marks); err != nil {
+			return stepErr(StepExec, path, "trace", err)
 		}
 	}
 	err = syscall.Exec(path, cfg.Args, cfg.Env)

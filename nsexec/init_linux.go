@@ -2,6 +2,7 @@ package nsexec
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -47,6 +48,7 @@ func Init() {
 		os.Exit(exitSetup)
 	}
 	c := &child{sync: fd}
+	c.marks[markInit] = monotonic()
 	err = c.run()
 	c.fail(err)
 }
@@ -56,6 +58,18 @@ type child struct {
 	sync int
 	cfg  *Config
 	drop bool // clear the supplementary groups (the parent is root)
+	// deferred: stop before the exec and wait for the request (Prepare).
+	deferred bool
+	// trace: send the stage marks before the exec (WithTrace).
+	trace bool
+	marks [numMarks]int64
+}
+
+// mark records the end of a stage when tracing.
+func (c *child) mark(i int) {
+	if c.trace {
+		c.marks[i] = monotonic()
+	}
 }
 
 // run never returns on success: the last step execs the tool.
@@ -73,7 +87,8 @@ func (c *child) run() error {
 	if err != nil {
 		return stepErr(StepConfig, "", err.Error(), err)
 	}
-	c.cfg, c.drop = w.Config, w.DropGroups
+	c.cfg, c.drop, c.trace, c.deferred = w.Config, w.DropGroups, w.Trace, w.Deferred
+	c.mark(markConfig)
 	if err := writeAll(c.sync, []byte{msgHello}); err != nil {
 		os.Exit(exitSetup)
 	}
@@ -88,13 +103,50 @@ func (c *child) run() error {
 			return stepErr(StepCgroupNS, "", "unshare CLONE_NEWCGROUP", err)
 		}
 	}
+	c.mark(markGo)
 	if err := c.buildRoot(); err != nil {
 		return err
 	}
 	if err := c.hygiene(); err != nil {
 		return err
 	}
+	c.mark(markHygiene)
+	if c.deferred {
+		if err := c.await(); err != nil {
+			return err
+		}
+	}
 	return c.exec()
+}
+
+// await tells the parent the sandbox is ready and waits for the request of
+// its one dispatch: the argv, the environment and the stdio descriptors,
+// which replace the /dev/null the init was started with. A parent that
+// closes the socket instead (a drained pool) ends the sandbox.
+func (c *child) await() error {
+	if err := writeAll(c.sync, []byte{msgReady}); err != nil {
+		os.Exit(exitSetup)
+	}
+	req, fds, err := readRequest(c.sync)
+	if err == io.ErrUnexpectedEOF || err == unix.ECONNRESET {
+		os.Exit(exitSetup)
+	}
+	if err != nil {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return stepErr(StepConfig, "", "request: "+err.Error(), err)
+	}
+	for i, fd := range fds {
+		// dup3 without O_CLOEXEC: the copy at 0, 1 or 2 survives the exec,
+		// the received descriptor (close-on-exec) is closed now.
+		if err := unix.Dup3(fd, i, 0); err != nil {
+			return stepErr(StepFDs, "", "stdio", err)
+		}
+		unix.Close(fd)
+	}
+	c.cfg.Args, c.cfg.Env = req.Args, req.Env
+	return nil
 }
 
 // fail reports err to the parent and exits 125.

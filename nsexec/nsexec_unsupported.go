@@ -42,3 +42,32 @@ func (p *Process) Done() <-chan struct{} {
 
 // Wait returns ErrUnsupported.
 func (p *Process) Wait() (Exit, error) { return Exit{}, ErrUnsupported }
+
+// Pending is never created on this system.
+type Pending struct{}
+
+// ErrUsed: see the Linux documentation.
+var ErrUsed = ErrUnsupported
+
+// Prepare returns ErrUnsupported.
+func Prepare(ctx context.Context, cfg *Config, opts ...Option) (*Pending, error) {
+	return nil, ErrUnsupported
+}
+
+// Pid returns 0.
+func (s *Pending) Pid() int { return 0 }
+
+// Done returns a closed channel.
+func (s *Pending) Done() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// Exec returns ErrUnsupported.
+func (s *Pending) Exec(ctx context.Context, args, env []string, stdio Stdio) (*Process, error) {
+	return nil, ErrUnsupported
+}
+
+// Close does nothing.
+func (s *Pending) Close() error { return nil }

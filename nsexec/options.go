@@ -20,6 +20,7 @@ type options struct {
 	cgroupFD  int
 	placement func(pid int) error
 	identity  *Identity
+	trace     func(Trace)
 }
 
 func newOptions(opts []Option) options {

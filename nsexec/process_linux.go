@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Process is a running sandbox. Its pid is the tool's, which is pid 1 of the
@@ -16,6 +20,48 @@ type Process struct {
 	done  chan struct{}
 	state *os.ProcessState
 	err   error
+
+	mu       sync.Mutex
+	holds    []int // namespace descriptors kept until the tool was reaped
+	released bool
+}
+
+// heldNamespaces are the namespaces the parent keeps a descriptor of while
+// the sandbox runs. When pid 1 exits while it holds the last reference to
+// its mount namespace, the exit itself tears the mount tree down and waits
+// for an RCU grace period (fs/namespace.c put_mnt_ns, namespace_unlock)
+// before the parent's wait returns. With a reference held here the exit
+// only drops one; the teardown runs when release closes it, after the exit
+// status was delivered, off the dispatch's critical path (peers.md 2c.14).
+var heldNamespaces = []string{"mnt"}
+
+// holdNamespaces opens the sandbox's namespaces by pid while the child
+// waits in its handshake (so the pid is its own). Failing is harmless: the
+// teardown then stays on the exit path.
+func (p *Process) holdNamespaces() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.released {
+		return
+	}
+	prefix := "/proc/" + strconv.Itoa(p.proc.Pid) + "/ns/"
+	for _, ns := range heldNamespaces {
+		if fd, err := unix.Open(prefix+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			p.holds = append(p.holds, fd)
+		}
+	}
+}
+
+// release drops the namespace references, which may block for the
+// teardown; it runs after Wait's callers were let go.
+func (p *Process) release() {
+	p.mu.Lock()
+	holds := p.holds
+	p.holds, p.released = nil, true
+	p.mu.Unlock()
+	for _, fd := range holds {
+		unix.Close(fd)
+	}
 }
 
 // own spawns the child from a locked OS thread and keeps that thread until
@@ -33,6 +79,7 @@ func (p *Process) own(path string, attr *os.ProcAttr, started chan<- error) {
 	started <- nil
 	p.state, p.err = proc.Wait()
 	close(p.done)
+	p.release()
 }
 
 // abort kills a child that failed its setup and reaps it.

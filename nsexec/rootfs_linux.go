@@ -74,6 +74,7 @@ func (c *child) buildRoot() error {
 	if err := c.switchIdentity(); err != nil {
 		return err
 	}
+	c.mark(markSources)
 	if cfg.Rootfs == "" {
 		if root, err = newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, "mode=0755", "size=4m", "nr_inodes=4096"); err != nil {
 			return stepErr(StepRootfs, "tmpfs", "", err)
@@ -114,6 +115,7 @@ func (c *child) buildRoot() error {
 	if err := mountDev(root, cfg.TmpSize); err != nil {
 		return err
 	}
+	c.mark(markMounts)
 	if err := pivot(root); err != nil {
 		return err
 	}
@@ -124,6 +126,7 @@ func (c *child) buildRoot() error {
 			return stepErr(StepRemountRoot, "/", "", err)
 		}
 	}
+	c.mark(markPivot)
 	return nil
 }
 

@@ -22,34 +22,48 @@ func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Proc
 		return nil, ErrNested
 	}
 	o := newOptions(opts)
-	c, err := normalize(cfg)
+	c, err := normalize(cfg, false)
 	if err != nil {
 		return nil, err
 	}
-	id, root, err := hostIdentity(&o)
+	p, sync, err := spawn(ctx, c, stdio, &o, false)
 	if err != nil {
 		return nil, err
+	}
+	sync.Close()
+	o.logger.Debug("sandbox started", "pid", p.Pid(), "args", c.Args)
+	return p, nil
+}
+
+// spawn starts the init for c and runs the handshake up to the exec of the
+// tool, or, deferred, up to the child's ready; the returned sync socket is
+// then still open and the child waits on it for its request.
+func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred bool) (*Process, *os.File, error) {
+	id, root, err := hostIdentity(o)
+	if err != nil {
+		return nil, nil, err
 	}
 	if root && c.Workdir != "" {
 		// The workdir is created 0700 by its host owner; the sandbox's host id
 		// must own it to write there.
 		if err := os.Chown(c.Workdir, int(id.UID), int(id.GID)); err != nil {
-			return nil, fmt.Errorf("chown sandbox workdir: %w", err)
+			return nil, nil, fmt.Errorf("chown sandbox workdir: %w", err)
 		}
 	}
-	frame, err := encodeFrame(&wire{Config: c, DropGroups: root})
+	trace := o.trace != nil && !deferred
+	frame, err := encodeFrame(&wire{Config: c, DropGroups: root, Trace: trace, Deferred: deferred})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sync, childEnd, err := syncPair()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer sync.Close()
 	files, closeStdio, err := stdioFiles(stdio)
 	if err != nil {
 		childEnd.Close()
-		return nil, err
+		sync.Close()
+		return nil, nil, err
 	}
 	initPath := o.initPath
 	if initPath == "" {
@@ -58,29 +72,40 @@ func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Proc
 	attr := &os.ProcAttr{
 		Env:   []string{initFDEnv + "=3"},
 		Files: append(files, childEnd),
-		Sys:   sysProcAttr(c, id, root, &o),
+		Sys:   sysProcAttr(c, id, root, o),
 	}
 	p := &Process{done: make(chan struct{})}
 	started := make(chan error, 1)
+	t0 := monotonic()
 	go p.own(initPath, attr, started)
 	err = <-started
+	t1 := monotonic()
 	childEnd.Close()
 	closeStdio()
 	if err != nil {
-		return nil, cloneError(initPath, err)
+		sync.Close()
+		return nil, nil, cloneError(initPath, err)
 	}
-	if err := p.handshake(ctx, sync, frame, &o); err != nil {
+	h := handshake{sync: sync, o: o, deferred: deferred, trace: trace}
+	if err := p.handshake(ctx, &h, frame); err != nil {
 		p.abort()
-		return nil, err
+		sync.Close()
+		return nil, nil, err
 	}
-	o.logger.Debug("sandbox started", "pid", p.Pid(), "args", c.Args)
-	return p, nil
+	if trace {
+		o.trace(traceOf(t0, t1, h.execAt, &h.marks))
+	}
+	return p, sync, nil
 }
 
 // normalize validates cfg and returns a copy with defaults and absolute
 // host paths.
-func normalize(cfg *Config) (*Config, error) {
-	if cfg == nil || len(cfg.Args) == 0 || cfg.Args[0] == "" {
+// A deferred config (Prepare) carries no Args: they come with the request.
+func normalize(cfg *Config, deferred bool) (*Config, error) {
+	if cfg == nil {
+		return nil, errors.New("nsexec config: nil")
+	}
+	if !deferred && (len(cfg.Args) == 0 || cfg.Args[0] == "") {
 		return nil, errors.New("nsexec config: Args must name the tool")
 	}
 	c := *cfg
@@ -208,9 +233,21 @@ func cloneError(initPath string, err error) error {
 	return &SetupError{Step: StepClone, Path: initPath, Errno: errno, Detail: "spawn the sandbox init", Hint: hintFor(StepClone, errno)}
 }
 
+// handshake is the parent's side of one handshake.
+type handshake struct {
+	sync     *os.File
+	o        *options
+	deferred bool // wait for the child's ready instead of its exec
+	trace    bool
+	marks    [numMarks]int64 // the child's, when tracing
+	execAt   int64           // when the parent saw the exec, when tracing
+}
+
 // handshake sends the config, waits for hello, runs the placement hook,
-// says go and waits for the exec (EOF) or a report.
-func (p *Process) handshake(ctx context.Context, sync *os.File, frame []byte, o *options) error {
+// says go and waits for the exec (EOF), the ready of a deferred child, or a
+// report.
+func (p *Process) handshake(ctx context.Context, h *handshake, frame []byte) error {
+	sync, o := h.sync, h.o
 	stop := context.AfterFunc(ctx, func() { sync.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	sync.SetDeadline(time.Now().Add(o.timeout))
@@ -228,6 +265,7 @@ func (p *Process) handshake(ctx context.Context, sync *os.File, frame []byte, o 
 	default:
 		return ErrNotWired
 	}
+	p.holdNamespaces()
 	if o.placement != nil {
 		if err := o.placement(p.Pid()); err != nil {
 			return fmt.Errorf("place sandbox pid %d: %w", p.Pid(), err)
@@ -237,17 +275,42 @@ func (p *Process) handshake(ctx context.Context, sync *os.File, frame []byte, o 
 	if _, err := sync.Write([]byte{msgGo}); err != nil {
 		return p.wireErr(ctx, err, errors.New("nsexec: the sandbox child went away before the go"))
 	}
-	n, err := sync.Read(b[:])
-	if err == io.EOF {
-		return nil // CLOEXEC closed the socket: the tool runs
+	defer sync.SetDeadline(time.Time{})
+	return p.awaitExec(ctx, h)
+}
+
+// awaitExec reads what the child says after the go (or after a deferred
+// child's request): its stage marks, its ready, a report, or nothing but the
+// EOF of the exec.
+func (p *Process) awaitExec(ctx context.Context, h *handshake) error {
+	var b [1]byte
+	for {
+		n, err := h.sync.Read(b[:])
+		if err == io.EOF {
+			if h.trace {
+				h.execAt = monotonic()
+			}
+			return nil // CLOEXEC closed the socket: the tool runs
+		}
+		if err != nil {
+			return p.wireErr(ctx, err, fmt.Errorf("nsexec: sandbox setup did not finish within %v", h.o.timeout))
+		}
+		if n != 1 {
+			continue
+		}
+		switch {
+		case b[0] == msgError:
+			return readReport(h.sync)
+		case b[0] == msgReady && h.deferred:
+			return nil
+		case b[0] == msgTrace && h.trace:
+			if err := readMarks(h.sync, &h.marks); err != nil {
+				return p.wireErr(ctx, err, errors.New("nsexec: the sandbox child went away in its trace"))
+			}
+		default:
+			return fmt.Errorf("nsexec: unexpected message %q from the sandbox child", b[0])
+		}
 	}
-	if err != nil {
-		return p.wireErr(ctx, err, fmt.Errorf("nsexec: sandbox setup did not finish within %v", o.timeout))
-	}
-	if n == 1 && b[0] == msgError {
-		return readReport(sync)
-	}
-	return fmt.Errorf("nsexec: unexpected message %q from the sandbox child", b[0])
 }
 
 // wireErr prefers the context's error, then the meaning of a timeout or an

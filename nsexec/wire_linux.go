@@ -16,11 +16,20 @@ import (
 //	child -> parent: msgHello
 //	parent -> child: msgGo (after the placement hook)
 //	child -> parent: nothing (exec closes the socket: EOF means the tool
-//	                 runs), or msgError followed by a report JSON and EOF
+//	                 runs), or msgError followed by a report JSON and EOF;
+//	                 when tracing, msgTrace and numMarks int64 first
+//
+// A deferred child (Prepare) says msgReady instead of exec'ing and waits:
+//
+//	parent -> child: 4-byte big-endian length, the request JSON, with the
+//	                 three stdio descriptors as SCM_RIGHTS on its first byte
+//	child -> parent: EOF (exec) or msgError and a report, as above
 const (
 	msgHello byte = 'H'
 	msgGo    byte = 'G'
 	msgError byte = 'E'
+	msgReady byte = 'R'
+	msgTrace byte = 'T'
 )
 
 // maxFrame bounds the config frame; the environment and a seccomp program
@@ -68,6 +77,98 @@ func readFrame(fd int) (*wire, error) {
 		return nil, fmt.Errorf("config version mismatch (want %d): %w", ConfigVersion, unix.EPROTO)
 	}
 	return &w, nil
+}
+
+// encodeRequest frames a deferred child's request.
+func encodeRequest(r *request) ([]byte, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode sandbox request: %w", err)
+	}
+	if len(body) > maxFrame {
+		return nil, fmt.Errorf("encode sandbox request: %d bytes exceed the %d-byte limit", len(body), maxFrame)
+	}
+	return append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body))), body...), nil
+}
+
+// readRequest reads a deferred child's request and the three descriptors
+// that come with it (received close-on-exec).
+func readRequest(fd int) (*request, []int, error) {
+	var hdr [4]byte
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	var fds []int
+	for got := 0; got < len(hdr); {
+		n, oobn, _, _, err := unix.Recvmsg(fd, hdr[got:], oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if oobn > 0 {
+			msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, m := range msgs {
+				rights, err := unix.ParseUnixRights(&m)
+				if err != nil {
+					return nil, nil, err
+				}
+				fds = append(fds, rights...)
+			}
+		}
+		if n == 0 {
+			return nil, nil, io.ErrUnexpectedEOF
+		}
+		got += n
+	}
+	if len(fds) != 3 {
+		return nil, fds, fmt.Errorf("request with %d descriptors, want 3: %w", len(fds), unix.EPROTO)
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxFrame {
+		return nil, fds, fmt.Errorf("request frame of %d bytes: %w", n, unix.EMSGSIZE)
+	}
+	body := make([]byte, n)
+	if err := readFull(fd, body); err != nil {
+		return nil, fds, err
+	}
+	var r request
+	if err := json.Unmarshal(body, &r); err != nil || len(r.Args) == 0 || r.Args[0] == "" {
+		return nil, fds, fmt.Errorf("decode request: %w", unix.EINVAL)
+	}
+	return &r, fds, nil
+}
+
+// writeMarks sends the child's stage marks (msgTrace).
+func writeMarks(fd int, m *[numMarks]int64) error {
+	b := make([]byte, 1, 1+8*numMarks)
+	b[0] = msgTrace
+	for _, v := range m {
+		b = binary.NativeEndian.AppendUint64(b, uint64(v))
+	}
+	return writeAll(fd, b)
+}
+
+// readMarks reads what writeMarks sent after its msgTrace byte.
+func readMarks(r io.Reader, m *[numMarks]int64) error {
+	var b [8 * numMarks]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return err
+	}
+	for i := range m {
+		m[i] = int64(binary.NativeEndian.Uint64(b[8*i:]))
+	}
+	return nil
+}
+
+// monotonic is CLOCK_MONOTONIC in nanoseconds, the clock the parent and the
+// child share for stage marks.
+func monotonic() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
 
 func readFull(fd int, b []byte) error {

@@ -16,9 +16,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// launcher starts one sandbox per dispatch.
+// launcher starts one sandbox per dispatch: a pooled one when the warm
+// pool has one ready, else a cold one.
 type launcher struct {
 	tmpl       nsexec.Config
+	tmplDigest string
 	resources  *specs.LinuxResources
 	nsexec     []nsexec.Option
 	cgroups    *cgroups.Manager
@@ -26,44 +28,86 @@ type launcher struct {
 	cgPosture  cgroups.Posture
 	onUsage    func(*executor.Request, cgroups.Usage)
 	logger     *slog.Logger
+	pool       *pool
 }
 
 func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Process, error) {
-	cfg := l.tmpl
-	cfg.Args = append([]string{in.Path}, in.Args...)
-	cfg.Env = in.Env
-	cfg.Workdir = in.Workdir
-	opts := append([]nsexec.Option(nil), l.nsexec...)
-
-	var leaf *cgroups.Leaf
-	if l.cgroups != nil && l.resources != nil && !l.cgPosture.Degraded() {
-		var err error
-		leaf, err = l.cgroups.Create(uuid.NewString(), l.resources)
-		if err != nil {
-			return nil, setupError(in.Request.Tool, fmt.Errorf("create the dispatch's cgroup: %w", err))
-		}
-		// On cgroup v2 the child is born in its leaf (CLONE_INTO_CGROUP),
-		// so it never runs outside it; on v1 it waits for the parent to
-		// place it before it goes on. Either way the cgroup namespace is
-		// unshared only afterwards, so its root is the leaf.
-		if fd, ok := leaf.FD(); ok {
-			opts = append(opts, nsexec.WithCgroupFD(fd))
-		} else {
-			opts = append(opts, nsexec.WithPlacement(leaf.Add))
-		}
-		cfg.CgroupNS = true
-	}
-	proc, err := nsexec.Start(ctx, &cfg, nsexec.Stdio{Stdin: in.Stdin, Stdout: in.Stdout, Stderr: in.Stderr}, opts...)
-	if err != nil {
-		if leaf != nil {
-			if derr := leaf.Delete(); derr != nil {
-				l.logger.Warn("remove cgroup after a failed start", "err", derr)
+	args := append([]string{in.Path}, in.Args...)
+	if l.pool != nil {
+		if e := l.pool.take(); e != nil {
+			if err := l.pool.swapWorkdir(e, in.Workdir); err != nil {
+				l.logger.Debug("warm pool: start cold", "reason", err)
+				l.pool.miss()
+				l.pool.mu.Lock()
+				l.pool.discardLocked(e)
+				l.pool.mu.Unlock()
+			} else {
+				proc, err := e.pending.Exec(ctx, args, in.Env, nsexec.Stdio{Stdin: in.Stdin, Stdout: in.Stdout, Stderr: in.Stderr})
+				if err != nil {
+					l.deleteLeaf(e.leaf)
+					return nil, startError(in.Request.Tool, err)
+				}
+				return l.process(proc, e.leaf, in.Request), nil
 			}
 		}
+	}
+	cfg := l.tmpl
+	cfg.Args = args
+	cfg.Env = in.Env
+	cfg.Workdir = in.Workdir
+	leaf, opts, err := l.leaf()
+	if err != nil {
+		return nil, setupError(in.Request.Tool, err)
+	}
+	cfg.CgroupNS = leaf != nil
+	proc, err := nsexec.Start(ctx, &cfg, nsexec.Stdio{Stdin: in.Stdin, Stdout: in.Stdout, Stderr: in.Stderr}, opts...)
+	if err != nil {
+		l.deleteLeaf(leaf)
 		return nil, startError(in.Request.Tool, err)
 	}
-	return &process{proc: proc, leaf: leaf, tool: in.Request.Tool, req: in.Request, onUsage: l.onUsage,
-		memory: memoryLimit(l.resources), logger: l.logger}, nil
+	return l.process(proc, leaf, in.Request), nil
+}
+
+// leaf creates the dispatch's cgroup leaf when the policy sets limits this
+// host enforces, and returns the nsexec options that put the child in it.
+func (l *launcher) leaf() (*cgroups.Leaf, []nsexec.Option, error) {
+	opts := append([]nsexec.Option(nil), l.nsexec...)
+	if l.cgroups == nil || l.resources == nil || l.cgPosture.Degraded() {
+		return nil, opts, nil
+	}
+	leaf, err := l.cgroups.Create(uuid.NewString(), l.resources)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create the dispatch's cgroup: %w", err)
+	}
+	// On cgroup v2 the child is born in its leaf (CLONE_INTO_CGROUP),
+	// so it never runs outside it; on v1 it waits for the parent to
+	// place it before it goes on. Either way the cgroup namespace is
+	// unshared only afterwards, so its root is the leaf.
+	if fd, ok := leaf.FD(); ok {
+		opts = append(opts, nsexec.WithCgroupFD(fd))
+	} else {
+		opts = append(opts, nsexec.WithPlacement(leaf.Add))
+	}
+	return leaf, opts, nil
+}
+
+// deleteLeaf removes a leaf whose sandbox never ran a tool.
+func (l *launcher) deleteLeaf(leaf *cgroups.Leaf) {
+	if leaf == nil {
+		return
+	}
+	if err := leaf.Delete(); err != nil {
+		l.logger.Warn("remove cgroup after a failed start", "err", err)
+	}
+}
+
+func (l *launcher) process(proc *nsexec.Process, leaf *cgroups.Leaf, req *executor.Request) *process {
+	p := &process{proc: proc, leaf: leaf, tool: req.Tool, req: req, onUsage: l.onUsage,
+		memory: memoryLimit(l.resources), logger: l.logger}
+	if l.pool != nil {
+		p.after = l.pool.refillAfter
+	}
+	return p
 }
 
 // startError types a failed sandbox start: a tool that could not be
@@ -98,6 +142,7 @@ type process struct {
 	onUsage func(*executor.Request, cgroups.Usage)
 	memory  int64
 	logger  *slog.Logger
+	after   func() // once the sandbox is gone (the warm pool's refill)
 
 	mu     sync.Mutex
 	waited bool
@@ -144,6 +189,9 @@ func (p *process) Wait() (executor.ExitStatus, error) {
 		if derr := p.leaf.Delete(); derr != nil {
 			p.logger.Warn("remove the dispatch's cgroup", "err", derr)
 		}
+	}
+	if p.after != nil {
+		p.after()
 	}
 	return status, err
 }

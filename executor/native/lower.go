@@ -74,7 +74,11 @@ func lower(o *options) (*launcher, executor.Config, error) {
 		}
 	}
 
-	l := &launcher{tmpl: tmpl, nsexec: o.nsexec, onUsage: o.onUsage, logger: o.logger}
+	digest, err := digestTemplate(&tmpl)
+	if err != nil {
+		return nil, cfg, err
+	}
+	l := &launcher{tmpl: tmpl, tmplDigest: digest, nsexec: o.nsexec, onUsage: o.onUsage, logger: o.logger}
 	res, err := resources(pol)
 	if err != nil {
 		return nil, cfg, err

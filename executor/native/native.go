@@ -44,6 +44,8 @@ type options struct {
 	hostID     *nsexec.Identity
 	onUsage    func(*executor.Request, cgroups.Usage)
 	logger     *slog.Logger
+	poolSize   int
+	poolIdle   time.Duration
 }
 
 // WithPolicy sets the sandbox policy (default: the built-in "default").
@@ -131,6 +133,21 @@ func WithUsage(f func(*executor.Request, cgroups.Usage)) Option {
 	return func(o *options) { o.onUsage = f }
 }
 
+// WithPool keeps up to size sandboxes of the provider's policy prepared
+// ahead of time, waiting for their request (namespaces, mount tree, cgroup
+// leaf and a fresh workdir ready), so a dispatch only hands one its tool,
+// stdio and environment. Each serves exactly one dispatch and is destroyed
+// after it, like a cold one; the pool refills in the background, empties
+// after WithPoolIdleTimeout without dispatches, discards a sandbox prepared
+// under host state that has changed since, and is drained by Close. A
+// dispatch that finds it empty starts cold. Zero (the default) disables it.
+func WithPool(size int) Option { return func(o *options) { o.poolSize = size } }
+
+// WithPoolIdleTimeout sets how long pooled sandboxes wait without a
+// dispatch before they are destroyed and the pool stops refilling, until
+// the next dispatch (default DefaultPoolIdleTimeout).
+func WithPoolIdleTimeout(d time.Duration) Option { return func(o *options) { o.poolIdle = d } }
+
 // WithClock replaces time.Now for startedAt and durationMs.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.pipeline.Now = now } }
 
@@ -163,7 +180,17 @@ func New(opts ...Option) (*Provider, error) {
 	}
 	p, err := executor.NewPipeline(cfg)
 	if err != nil {
+		if l.ownCgroups {
+			l.cgroups.Close()
+		}
 		return nil, err
+	}
+	if o.poolSize < 0 {
+		return nil, &executor.Error{Code: executor.CodeConfig, Message: fmt.Sprintf("native: pool size %d is negative", o.poolSize)}
+	}
+	if o.poolSize > 0 {
+		rc := p.Config()
+		l.pool = newPool(l, o.poolSize, o.poolIdle, rc.WorkdirBase, []string{rc.WorkdirPrefix, runWorkdirPrefix})
 	}
 	return &Provider{pipeline: p, launcher: l, native: attest(l, o.policy, o.hostID)}, nil
 }
@@ -179,8 +206,20 @@ func (p *Provider) Config() executor.Config { return p.pipeline.Config() }
 // Cgroups reports what the provider enforces through cgroups on this host.
 func (p *Provider) Cgroups() cgroups.Posture { return p.launcher.cgPosture }
 
-// Close releases the provider's cgroup manager when it created it.
+// PoolStats reports what the warm pool did; the zero value without one.
+func (p *Provider) PoolStats() PoolStats {
+	if p.launcher.pool == nil {
+		return PoolStats{}
+	}
+	return p.launcher.pool.snapshot()
+}
+
+// Close drains the warm pool and releases the provider's cgroup manager
+// when it created it.
 func (p *Provider) Close() error {
+	if p.launcher.pool != nil {
+		p.launcher.pool.close()
+	}
 	if p.launcher.ownCgroups && p.launcher.cgroups != nil {
 		return p.launcher.cgroups.Close()
 	}

@@ -1,0 +1,149 @@
+package nsexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pending is a sandbox set up to the point of its exec: namespaces, mount
+// tree, identity, hygiene, its cgroup placement, all done; it waits for the
+// argv, environment and stdio of exactly one tool (Exec). A warm pool holds
+// these so the setup leaves a dispatch's critical path.
+type Pending struct {
+	proc    *Process
+	sync    *os.File
+	timeout time.Duration
+
+	mu   sync.Mutex
+	used bool
+}
+
+// Prepare spawns a sandbox for cfg and returns once it waits for its
+// request. cfg.Args and cfg.Env are ignored: they come with Exec. The
+// sandbox's stdio is /dev/null until then. Options are those of Start
+// (WithTrace is ignored).
+func Prepare(ctx context.Context, cfg *Config, opts ...Option) (*Pending, error) {
+	if _, marked := os.LookupEnv(initFDEnv); marked && !initCalled.Load() {
+		return nil, ErrNested
+	}
+	o := newOptions(opts)
+	c, err := normalize(cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	c.Args, c.Env = nil, nil
+	p, sync, err := spawn(ctx, c, Stdio{}, &o, true)
+	if err != nil {
+		return nil, err
+	}
+	o.logger.Debug("sandbox prepared", "pid", p.Pid())
+	return &Pending{proc: p, sync: sync, timeout: o.timeout}, nil
+}
+
+// Pid returns the host pid of the waiting sandbox init.
+func (s *Pending) Pid() int { return s.proc.Pid() }
+
+// Done is closed if the waiting sandbox died (killed from outside, or its
+// parent thread went away); such a sandbox can no longer be used.
+func (s *Pending) Done() <-chan struct{} { return s.proc.Done() }
+
+// ErrUsed is returned by Exec on a Pending that was already used or closed.
+var ErrUsed = errors.New("nsexec: this prepared sandbox was already used or closed")
+
+// Exec hands the waiting sandbox its tool: args (args[0] a path inside the
+// sandbox, or a bare name looked up in env's PATH there), its complete
+// environment and its stdio, and returns once the tool was exec'd, as Start
+// does. A Pending serves exactly one Exec; on error the sandbox is gone.
+func (s *Pending) Exec(ctx context.Context, args, env []string, stdio Stdio) (*Process, error) {
+	s.mu.Lock()
+	used := s.used
+	s.used = true
+	s.mu.Unlock()
+	if used {
+		return nil, ErrUsed
+	}
+	if len(args) == 0 || args[0] == "" {
+		s.kill()
+		return nil, errors.New("nsexec request: args must name the tool")
+	}
+	frame, err := encodeRequest(&request{Args: args, Env: env})
+	if err != nil {
+		s.kill()
+		return nil, err
+	}
+	files, closeStdio, err := stdioFiles(stdio)
+	if err != nil {
+		s.kill()
+		return nil, err
+	}
+	err = s.send(ctx, frame, files)
+	closeStdio()
+	if err == nil {
+		h := handshake{sync: s.sync, o: &options{timeout: s.timeout}}
+		stop := context.AfterFunc(ctx, func() { s.sync.SetDeadline(time.Unix(1, 0)) })
+		s.sync.SetDeadline(time.Now().Add(s.timeout))
+		err = s.proc.awaitExec(ctx, &h)
+		stop()
+	}
+	s.sync.Close()
+	if err != nil {
+		s.proc.abort()
+		return nil, err
+	}
+	return s.proc, nil
+}
+
+// send writes the request frame with the three stdio descriptors attached
+// to its first bytes (SCM_RIGHTS), then the rest of the frame if the first
+// sendmsg took only part of it.
+func (s *Pending) send(ctx context.Context, frame []byte, files []*os.File) error {
+	rights := unix.UnixRights(int(files[0].Fd()), int(files[1].Fd()), int(files[2].Fd()))
+	conn, err := s.sync.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("nsexec: sandbox sync socket: %w", err)
+	}
+	s.sync.SetWriteDeadline(time.Now().Add(s.timeout))
+	var n int
+	var serr error
+	werr := conn.Write(func(fd uintptr) bool {
+		n, serr = unix.SendmsgN(int(fd), frame, rights, nil, unix.MSG_NOSIGNAL)
+		return serr != unix.EAGAIN
+	})
+	runtime.KeepAlive(files) // the descriptors stay open until sendmsg returned
+	if werr == nil {
+		werr = serr
+	}
+	if werr == nil && n < len(frame) {
+		_, werr = s.sync.Write(frame[n:])
+	}
+	s.sync.SetWriteDeadline(time.Time{})
+	if werr != nil {
+		return s.proc.wireErr(ctx, werr, errors.New("nsexec: the prepared sandbox went away before its request"))
+	}
+	return nil
+}
+
+// Close ends a sandbox that was not used: it closes the sync socket (the
+// waiting init exits) and kills and reaps it. It is a no-op after Exec.
+func (s *Pending) Close() error {
+	s.mu.Lock()
+	used := s.used
+	s.used = true
+	s.mu.Unlock()
+	if !used {
+		s.kill()
+	}
+	return nil
+}
+
+func (s *Pending) kill() {
+	s.sync.Close()
+	s.proc.abort()
+}
