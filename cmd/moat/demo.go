@@ -68,7 +68,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat demo: %v\n", err)
 		return exitFailure
 	}
-	p, err := native.New(native.WithPolicy(pol), native.WithCommand("python3", "-c", demoSnippet), native.WithLedger(jl))
+	p, err := native.New(append(sandboxOptions(), native.WithPolicy(pol), native.WithCommand("python3", "-c", demoSnippet), native.WithLedger(jl))...)
 	if err != nil {
 		fmt.Fprintf(stderr, "moat demo: %v\n", err)
 		return exitSandbox

@@ -143,7 +143,7 @@ func newProvider(f *dispatchFlags, argv []string, led executor.Ledger) (executor
 		if err != nil {
 			return nil, "", fmt.Errorf("%w: %v", errUsage, err)
 		}
-		opts := []native.Option{native.WithPolicy(pol), native.WithCommand(argv[0], argv[1:]...), native.WithAllowEnv("PATH")}
+		opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithCommand(argv[0], argv[1:]...), native.WithAllowEnv("PATH"))
 		if f.timeout != 0 {
 			opts = append(opts, native.WithTimeout(f.timeout))
 		}

@@ -158,7 +158,7 @@ func trySandbox() (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	p, err := native.New(native.WithPolicy(pol), native.WithoutCgroups(), native.WithTimeout(10*time.Second))
+	p, err := native.New(append(sandboxOptions(), native.WithPolicy(pol), native.WithoutCgroups(), native.WithTimeout(10*time.Second))...)
 	if err != nil {
 		return false, err.Error()
 	}

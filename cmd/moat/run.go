@@ -137,7 +137,7 @@ Flags:
 	}
 	env := sandboxEnv(envs, *inherit)
 
-	opts := []native.Option{native.WithPolicy(pol), native.WithBinds(mounts...)}
+	opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithBinds(mounts...))
 	if *cgroupParent != "" {
 		m, err := cgroups.New(cgroups.WithParent(*cgroupParent))
 		if err != nil {

@@ -27,11 +27,13 @@ func TestStaticBuild(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	out := filepath.Join(dir, "moat")
-	if b, err := exec.Command("bash", script, out).CombinedOutput(); err != nil {
+	if b, err := exec.Command("bash", script, dir).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", script, err, b)
 	}
-	if !isStatic(out) {
-		t.Fatalf("%s has a dynamic loader or needs shared libraries", out)
+	for _, bin := range []string{out, filepath.Join(dir, initBinary)} {
+		if !isStatic(bin) {
+			t.Fatalf("%s has a dynamic loader or needs shared libraries", bin)
+		}
 	}
 	if b, err := exec.Command("ldd", out).CombinedOutput(); err == nil || !strings.Contains(string(b), "not a dynamic executable") {
 		t.Fatalf("ldd %s: %s (%v)", out, b, err)
