@@ -21,26 +21,7 @@ import (
 
 // The warm pool must not change what a dispatch is: the whole kit and the
 // hostile battery, served by pooled sandboxes.
-func newPooledProvider(t *testing.T, cfg conformance.Config) executor.Provider {
-	opts := []native.Option{
-		native.WithPool(2),
-		native.WithCommand(cfg.Command, cfg.Args...),
-		native.WithAllowEnv(cfg.AllowEnv...),
-		native.WithTimeout(cfg.Timeout),
-		native.WithMaxOutputBytes(cfg.MaxOutputBytes),
-		native.WithCredentials(cfg.Credentials),
-		native.WithBinds(specs.Mount{Source: cfg.RunnerDir, Destination: cfg.RunnerDir, Options: []string{"ro"}}),
-	}
-	if cfg.Ledger != nil {
-		opts = append(opts, native.WithLedger(cfg.Ledger))
-	}
-	p, err := native.New(opts...)
-	if err != nil {
-		t.Fatalf("native.New: %v", err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
-}
+var newPooledProvider = policyProvider("default", native.WithPool(2))
 
 func TestPoolConformance(t *testing.T) { conformance.Run(t, newPooledProvider, everything) }
 
