@@ -105,4 +105,4 @@ func (p Posture) Require(limits ...Limit) error {
 // fixHint is the delegation advice shown when a limit is degraded.
 const fixHint = "run moat as root, or in a delegated cgroup: `systemd-run --user --scope -p Delegate=yes moat ...`, " +
 	"a systemd --user slice or service with Delegate=yes, or a subtree an administrator created and chowned to this user " +
-	"(on cgroup v1: each controller directory and its control files), passed with WithParent"
+	"(on cgroup v1: each controller directory and its control files), passed with WithParent (moat run --cgroup-parent)"

@@ -116,7 +116,7 @@ Flags:
 		defer jl.Close()
 		led = jl
 	}
-	p, tag, err := newProvider(&f, argv, led)
+	p, tag, err := newProvider(&f, argv, led, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "moat dispatch: %v\n", err)
 		if executor.CodeOf(err) == executor.CodeConfig || errors.Is(err, errUsage) {
@@ -136,14 +136,14 @@ var errUsage = errors.New("usage")
 // newProvider builds the chosen provider, and the executor tag its rows
 // carry (the native provider plugs in as 'subprocess', the contract's tag
 // for out-of-process tools).
-func newProvider(f *dispatchFlags, argv []string, led executor.Ledger) (executor.Provider, string, error) {
+func newProvider(f *dispatchFlags, argv []string, led executor.Ledger, stderr io.Writer) (executor.Provider, string, error) {
 	switch f.flavour {
 	case "native":
 		pol, err := policies.Load(f.policy)
 		if err != nil {
 			return nil, "", fmt.Errorf("%w: %v", errUsage, err)
 		}
-		opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithCommand(argv[0], argv[1:]...), native.WithAllowEnv("PATH"))
+		opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithCommand(argv[0], argv[1:]...), native.WithAllowEnv("PATH"), native.WithLogger(warnLogger(stderr)))
 		if f.timeout != 0 {
 			opts = append(opts, native.WithTimeout(f.timeout))
 		}

@@ -137,7 +137,7 @@ Flags:
 	}
 	env := sandboxEnv(envs, *inherit)
 
-	opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithBinds(mounts...))
+	opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithBinds(mounts...), native.WithLogger(warnLogger(stderr)))
 	if *cgroupParent != "" {
 		m, err := cgroups.New(cgroups.WithParent(*cgroupParent))
 		if err != nil {
