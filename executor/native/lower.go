@@ -2,7 +2,9 @@ package native
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
+	"os"
 
 	"github.com/moat-sandbox/moat/cgroups"
 	"github.com/moat-sandbox/moat/executor"
@@ -126,7 +128,7 @@ func setupCgroups(l *launcher, o *options, pol *policies.Policy) error {
 		l.cgroups = o.cgroups
 		l.cgPosture = o.cgroups.Posture()
 	default:
-		m, err := cgroups.New(cgroups.WithLogger(o.logger))
+		m, err := defaultCgroups(o.logger)
 		if err != nil {
 			l.cgPosture = cgroups.Posture{Memory: off(err.Error()), Pids: off(err.Error()), CPU: off(err.Error())}
 		} else {
@@ -157,6 +159,28 @@ func setupCgroups(l *launcher, o *options, pol *policies.Policy) error {
 			Message: fmt.Sprintf("native: policy %q requires limits this host cannot enforce: %v", pol.Name, err)}
 	}
 	return nil
+}
+
+// defaultCgroups finds where this process may create per-dispatch leaves.
+// The first choice nests them under this process's own cgroup, so limits on
+// moat bind its sandboxes too. On a cgroup v2 host that fails for root in a
+// group that holds processes (the "no internal processes" rule: controllers
+// cannot be enabled below it), and the hierarchy root, which is exempt, is
+// the way out (cgroups.WithParent doc; Documentation/admin-guide/cgroup-v2.rst).
+func defaultCgroups(log *slog.Logger) (*cgroups.Manager, error) {
+	m, err := cgroups.New(cgroups.WithLogger(log))
+	if err != nil || !m.Posture().Degraded() || m.Posture().Layout != cgroups.Unified || os.Geteuid() != 0 {
+		return m, err
+	}
+	root, rerr := cgroups.New(cgroups.WithLogger(log), cgroups.WithParent("/moat"))
+	if rerr != nil || root.Posture().Degraded() {
+		if root != nil {
+			root.Close()
+		}
+		return m, err
+	}
+	m.Close()
+	return root, nil
 }
 
 func off(reason string) cgroups.LimitPosture { return cgroups.LimitPosture{Reason: reason} }
