@@ -122,9 +122,9 @@ print(1)`
 }
 
 // leafCount counts the leaf directories under the provider's cgroup parents.
-func leafCount(t *testing.T, m *cgroups.Manager) int {
+func leafCount(t *testing.T, p *native.Provider) int {
 	n := 0
-	for _, parent := range m.Posture().Parents {
+	for _, parent := range p.Cgroups().Parents {
 		ents, err := os.ReadDir(parent)
 		if err != nil {
 			t.Fatal(err)
@@ -140,19 +140,15 @@ func leafCount(t *testing.T, m *cgroups.Manager) int {
 
 func TestNoLeftoverCgroupAfter100Dispatches(t *testing.T) {
 	testenv.RequireRoot(t)
-	m, err := cgroups.New(cgroups.WithParent("moat-native-test-100"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	p := limitedProvider(t, []string{"/bin/true"}, nil, native.WithCgroups(m))
+	p := limitedProvider(t, []string{"/bin/true"}, nil)
+	before := leafCount(t, p)
 	for i := range 100 {
 		if _, err := dispatchOnce(t, p); err != nil {
 			t.Fatalf("dispatch %d: %v", i, err)
 		}
 	}
-	if n := leafCount(t, m); n != 0 {
-		t.Fatalf("%d cgroup leaves left after 100 dispatches", n)
+	if n := leafCount(t, p); n != before {
+		t.Fatalf("%d cgroup leaves after 100 dispatches, %d before", n, before)
 	}
 }
 
@@ -171,13 +167,9 @@ func TestLeftoversOfAKilledMoatAreRemoved(t *testing.T) {
 	if err := crasher.Start(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := cgroups.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
 	// Leaves are named <owner pid>-<owner start time>-<id>.
-	prefix := filepath.Join(m.Posture().Parents[0], strconv.Itoa(crasher.Process.Pid)+"-")
+	parents := limitedProvider(t, []string{"/bin/true"}, nil).Cgroups().Parents
+	prefix := filepath.Join(parents[0], strconv.Itoa(crasher.Process.Pid)+"-")
 	deadline := time.Now().Add(20 * time.Second)
 	for !hasLeaf(prefix) {
 		if time.Now().After(deadline) {
