@@ -56,10 +56,22 @@ func newV2Tree(h *Host, parent string, p *Posture) (*v2Tree, string) {
 	for _, c := range strings.Split(rel, "/") {
 		levels = append(levels, filepath.Join(levels[len(levels)-1], c))
 	}
-	for _, c := range v2Wanted {
-		why[c] = enableDown(levels, c)
-		if why[c] == "" {
-			t.enabled = append(t.enabled, c)
+	// A level that holds processes must not be written at all: a threaded
+	// controller (pids) would be enabled there while the domain ones
+	// (memory) are refused with EBUSY, and a half-enabled group makes every
+	// clone into a leaf below it fail with EOPNOTSUPP. So either every
+	// missing controller can be enabled everywhere, or none is touched.
+	if busy := populatedLevel(levels, h.Unified); busy != "" {
+		for _, c := range v2Wanted {
+			why[c] = fmt.Sprintf("cannot enable %s below %s: it holds processes (cgroup v2 no-internal-process rule); "+
+				"run moat in a leaf cgroup of its own, or pass an absolute parent such as WithParent(\"/moat\") as root", c, busy)
+		}
+	} else {
+		for _, c := range v2Wanted {
+			why[c] = enableDown(levels, c)
+			if why[c] == "" {
+				t.enabled = append(t.enabled, c)
+			}
 		}
 	}
 	p.Memory = v2Posture(why, "memory")
@@ -93,6 +105,34 @@ func enableDown(levels []string, c string) string {
 				"run moat in a leaf cgroup of its own or pass WithParent", c, d)
 		case err != nil:
 			return fmt.Sprintf("enable %s in %s: %v", c, d, err)
+		}
+	}
+	return ""
+}
+
+// populatedLevel returns the first level, other than the hierarchy root
+// (exempt from the no-internal-process rule), that holds processes and still
+// lacks one of the wanted controllers in its subtree_control; "" if none.
+func populatedLevel(levels []string, root string) string {
+	for _, d := range levels {
+		if d == root {
+			continue
+		}
+		on, err := fields(d, "cgroup.subtree_control")
+		if err != nil {
+			return ""
+		}
+		missing := false
+		for _, c := range v2Wanted {
+			if !slices.Contains(on, c) {
+				missing = true
+			}
+		}
+		if !missing {
+			continue
+		}
+		if procs, err := fields(d, "cgroup.procs"); err == nil && len(procs) > 0 {
+			return d
 		}
 	}
 	return ""
