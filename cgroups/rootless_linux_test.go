@@ -22,7 +22,13 @@ func delegate(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Layout != V1 && h.Layout != Hybrid {
+	switch h.Layout {
+	case V1, Hybrid:
+	case Unified:
+		// Not a missing capability: TestV2DelegatedSubtreeAsNobody
+		// delegates a v2 subtree instead.
+		t.Skipf("layout %v: the v1 delegation test needs v1 hierarchies; TestV2DelegatedSubtreeAsNobody covers v2", h.Layout)
+	default:
 		testenv.Skipf(t, "layout %v: the v1 delegation test needs v1 hierarchies", h.Layout)
 	}
 	name := testParent("deleg")
