@@ -16,6 +16,7 @@ import (
 	"github.com/moat-sandbox/moat/cgroups"
 	"github.com/moat-sandbox/moat/conformance"
 	"github.com/moat-sandbox/moat/conformance/testenv"
+	"github.com/moat-sandbox/moat/executor/native"
 	"github.com/moat-sandbox/moat/nsexec"
 )
 
@@ -250,13 +251,13 @@ func TestDoctorJSONMatchesTheHost(t *testing.T) {
 	if !rep.UserNS.Works || rep.User.UID != os.Geteuid() || !rep.Seccomp.Usable {
 		t.Errorf("doctor: userns works %v, uid %d (want %d), seccomp usable %v", rep.UserNS.Works, rep.User.UID, os.Geteuid(), rep.Seccomp.Usable)
 	}
-	m, err := cgroups.New()
+	pv, err := native.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	defer pv.Close()
 	wantDefault := "full"
-	if m.Posture().Degraded() {
+	if pv.Cgroups().Degraded() {
 		wantDefault = "degraded"
 	}
 	var got string

@@ -184,7 +184,9 @@ func trySandbox() (bool, string) {
 
 func cgroupsReport() cgroupReport {
 	c := cgroupReport{Limits: map[string]string{}}
-	m, err := cgroups.New()
+	// What the native provider itself will use: it may pick another parent
+	// than the cgroups default (the v2 root as root, see native).
+	pv, err := native.New(native.WithPolicy(&policies.Policy{}))
 	if err != nil {
 		c.Layout = "unknown"
 		for _, l := range []string{"memory", "pids", "cpu"} {
@@ -193,8 +195,8 @@ func cgroupsReport() cgroupReport {
 		c.Fix = "check that a cgroup file system is mounted at /sys/fs/cgroup"
 		return c
 	}
-	defer m.Close()
-	p := m.Posture()
+	defer pv.Close()
+	p := pv.Cgroups()
 	c.Layout, c.Parents, c.Fix = p.Layout.String(), p.Parents, p.Fix
 	for _, l := range []cgroups.Limit{cgroups.Memory, cgroups.Pids, cgroups.CPU} {
 		lp := p.Of(l)

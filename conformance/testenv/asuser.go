@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Nobody is the unprivileged identity the suites re-run themselves as.
@@ -52,13 +54,20 @@ func RunAsUser(t *testing.T, uid, gid int) bool {
 	if os.Geteuid() != 0 {
 		Skipf(t, "switching to uid %d needs root", uid)
 	}
+	return runCopy(t, uid, gid, &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}})
+}
+
+// runCopy runs the current test in the copy of the test binary with attr
+// and judges its output; it returns true (the caller is the original).
+func runCopy(t *testing.T, uid, gid int, attr *syscall.SysProcAttr) bool {
+	t.Helper()
 	bin, err := userCopy()
 	if err != nil {
 		t.Fatalf("copy the test binary for uid %d: %v", uid, err)
 	}
 	cmd := exec.Command(bin, "-test.run="+runPattern(t.Name()), "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), asUserVar+"=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	cmd.SysProcAttr = attr
 	out, err := cmd.CombinedOutput()
 	t.Logf("re-run as uid %d:\n%s", uid, out)
 	if err != nil {
@@ -117,4 +126,32 @@ func copyExecutable() (string, error) {
 		return "", err
 	}
 	return dst, out.Close()
+}
+
+// RunAsUserIn is RunAsUser with the copy born in the cgroup v2 directory
+// cgroupDir (clone3 CLONE_INTO_CGROUP), as a systemd user manager's children
+// are in their delegated subtree: an unprivileged process cannot move
+// itself there, the common ancestor's cgroup.procs being root's
+// (cgroup-v2.rst, "Delegation Containment"). An empty cgroupDir is RunAsUser.
+func RunAsUserIn(t *testing.T, uid, gid int, cgroupDir string) bool {
+	t.Helper()
+	if cgroupDir == "" {
+		return RunAsUser(t, uid, gid)
+	}
+	if os.Geteuid() == uid || ReRun() {
+		return false
+	}
+	if os.Geteuid() != 0 {
+		Skipf(t, "switching to uid %d needs root", uid)
+	}
+	fd, err := syscall.Open(cgroupDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("open the cgroup %s: %v", cgroupDir, err)
+	}
+	defer syscall.Close(fd)
+	return runCopy(t, uid, gid, &syscall.SysProcAttr{
+		Credential:  &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
+		UseCgroupFD: true,
+		CgroupFD:    fd,
+	})
 }

@@ -49,26 +49,8 @@ func dispatchOnce(t *testing.T, p *native.Provider) (json.RawMessage, error) {
 	return p.Dispatch(ctx, &executor.Request{Tool: "limited", Args: json.RawMessage(`{}`), RunID: "r", SpanID: "s", IdempotencyKey: "k"})
 }
 
-// cgroupOptions gives the re-run as nobody the subtree the root half
-// delegated; as root the provider finds its own.
-func cgroupOptions(t *testing.T) []native.Option {
-	parent := os.Getenv(delegatedVar)
-	if os.Geteuid() == 0 || parent == "" {
-		return nil
-	}
-	m, err := cgroups.New(cgroups.WithParent(parent + "/moat"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return []native.Option{native.WithCgroups(m)}
-}
-
 func TestMemoryHogIsReportedAsOOM(t *testing.T) {
-	if !testenv.ReRun() && os.Geteuid() == 0 {
-		t.Setenv(delegatedVar, delegateToNobody(t))
-	}
-	_ = testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) // as nobody (delegated), then as root
+	_ = runAsDelegatedNobody(t) // as nobody in a delegated subtree, then as root
 	mem := &ledger.Memory{}
 	p := limitedProvider(t, []string{"python3", "-c", "import sys; sys.stdin.read(); x = bytearray(300 << 20); print(len(x))"},
 		func(p *policies.Policy) { p.Limits.Memory = "48M" }, append(cgroupOptions(t), native.WithLedger(mem))...)

@@ -65,28 +65,45 @@ func TestPolicyBattery(t *testing.T) {
 }
 
 // The same rootless. strict requires enforced cgroup limits, so the root
-// half delegates a cgroup subtree to nobody first, as an administrator would.
+// half delegates a cgroup subtree to nobody first, as an administrator (or
+// systemd's Delegate=) would.
 func TestPolicyBatteryAsNobody(t *testing.T) {
-	if !testenv.ReRun() && os.Geteuid() == 0 {
-		t.Setenv(delegatedVar, delegateToNobody(t))
-	}
-	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
+	if runAsDelegatedNobody(t) {
 		return
 	}
 	for _, name := range batteryPolicies {
 		t.Run(name, func(t *testing.T) {
-			var extra []native.Option
-			if parent := os.Getenv(delegatedVar); parent != "" {
-				m, err := cgroups.New(cgroups.WithParent(parent + "/moat"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { m.Close() })
-				extra = append(extra, native.WithCgroups(m))
-			}
-			conformance.Run(t, policyProvider(name, extra...), everything)
+			conformance.Run(t, policyProvider(name, cgroupOptions(t)...), everything)
 		})
 	}
+}
+
+// runAsDelegatedNobody re-runs the current test as nobody with a cgroup
+// subtree delegated to it (see delegateToNobody) and returns true in the
+// original process; in the re-run it returns false and the body goes on.
+func runAsDelegatedNobody(t *testing.T) bool {
+	runner := ""
+	if !testenv.ReRun() && os.Geteuid() == 0 {
+		var parent string
+		parent, runner = delegateToNobody(t)
+		t.Setenv(delegatedVar, parent)
+	}
+	return testenv.RunAsUserIn(t, testenv.NobodyUID, testenv.NobodyGID, runner)
+}
+
+// cgroupOptions gives the re-run as nobody the subtree the root half
+// delegated; as root the provider finds its own.
+func cgroupOptions(t *testing.T) []native.Option {
+	parent := os.Getenv(delegatedVar)
+	if os.Geteuid() == 0 || parent == "" {
+		return nil
+	}
+	m, err := cgroups.New(cgroups.WithParent(parent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return []native.Option{native.WithCgroups(m)}
 }
 
 // A policy that requires limits this host cannot enforce is refused, typed,
@@ -106,44 +123,61 @@ func TestRequiredLimitsRefuseWithoutDelegation(t *testing.T) {
 	}
 }
 
-// delegateToNobody creates, as root, a group below this process's cgroup in
-// each v1 hierarchy and chowns it and its files to nobody. It returns the
-// group's name, relative to this process's own cgroups.
-func delegateToNobody(t *testing.T) string {
+// delegateToNobody delegates, as root, a cgroup subtree to nobody and
+// returns the parent its moat should create leaves under (for
+// cgroups.WithParent) and, on cgroup v2, the group nobody's process must be
+// born in ("" on v1). On v1 a group below this process's cgroup in each
+// hierarchy is chowned with its files, as an administrator would; on v2 a
+// group below the root is, with a runner group for the process, as systemd's
+// Delegate= does. Everything is removed at the end.
+func delegateToNobody(t *testing.T) (parent, runner string) {
 	t.Helper()
 	h, err := cgroups.Detect()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Layout != cgroups.V1 && h.Layout != cgroups.Hybrid {
-		return "" // pure v2: the VM delegates a subtree to its test user
-	}
 	name := "moat-native-test-" + strings.ReplaceAll(t.Name(), "/", "-")
+	chown := func(dir string, files ...string) {
+		for _, f := range append([]string{""}, files...) {
+			if err := os.Chown(filepath.Join(dir, f), testenv.NobodyUID, testenv.NobodyGID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mkdir := func(dir string) {
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { removeCgroupTree(dir) })
+	}
+	if h.Layout == cgroups.Unified {
+		deleg := filepath.Join(h.Unified, name)
+		runner = filepath.Join(deleg, "runner")
+		mkdir(deleg)
+		mkdir(runner)
+		for _, d := range []string{deleg, runner} {
+			chown(d, "cgroup.procs", "cgroup.subtree_control", "cgroup.threads")
+		}
+		return "/" + name + "/moat", runner
+	}
 	for _, c := range []string{"memory", "pids", "cpu"} {
 		self, ok := h.Self[c]
 		if !ok {
 			continue
 		}
 		dir := filepath.Join(self, name)
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { removeCgroupTree(dir) })
+		mkdir(dir)
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		paths := []string{dir}
+		var files []string
 		for _, e := range ents {
-			paths = append(paths, filepath.Join(dir, e.Name()))
+			files = append(files, e.Name())
 		}
-		for _, p := range paths {
-			if err := os.Chown(p, testenv.NobodyUID, testenv.NobodyGID); err != nil {
-				t.Fatal(err)
-			}
-		}
+		chown(dir, files...)
 	}
-	return name
+	return name + "/moat", ""
 }
 
 // removeCgroupTree removes a cgroup directory and its child groups, deepest
