@@ -73,10 +73,13 @@ func runCopy(t *testing.T, uid, gid int, attr *syscall.SysProcAttr) bool {
 	if err != nil {
 		t.Fatalf("re-run as uid %d failed: %v", uid, err)
 	}
-	if !strings.Contains(string(out), "--- PASS: "+t.Name()) && !strings.Contains(string(out), "--- SKIP: "+t.Name()) {
+	// Match the test's own result line, not a subtest's ("--- SKIP: T/sub").
+	passed := strings.Contains(string(out), "--- PASS: "+t.Name()+" (")
+	skipped := strings.Contains(string(out), "--- SKIP: "+t.Name()+" (")
+	if !passed && !skipped {
 		t.Fatalf("re-run as uid %d did not run %s", uid, t.Name())
 	}
-	if strings.Contains(string(out), "--- SKIP: "+t.Name()) {
+	if skipped {
 		Skipf(t, "the re-run as uid %d skipped", uid)
 	}
 	return true
