@@ -153,3 +153,17 @@ func poll(timeout time.Duration, done func() (bool, error)) (bool, error) {
 		}
 	}
 }
+
+// removeMade removes, deepest first, the parent directories a tree created.
+// One still in use (a leaf of another moat, EBUSY or ENOTEMPTY) or already
+// gone is left alone: only what is empty and ours goes.
+func removeMade(made []string) error {
+	var errs []error
+	for i := len(made) - 1; i >= 0; i-- {
+		if err := unix.Rmdir(made[i]); err != nil && !errors.Is(err, unix.ENOENT) &&
+			!errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.ENOTEMPTY) {
+			errs = append(errs, &os.PathError{Op: "rmdir", Path: made[i], Err: err})
+		}
+	}
+	return errors.Join(errs...)
+}

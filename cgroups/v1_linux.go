@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // v1Controllers are the v1 hierarchies a leaf lives in: the three limits,
@@ -140,16 +138,7 @@ func (t *v1Tree) leaves() ([]string, error) {
 	return names, nil
 }
 
-func (t *v1Tree) close() error {
-	var errs []error
-	for i := len(t.made) - 1; i >= 0; i-- {
-		if err := unix.Rmdir(t.made[i]); err != nil && !errors.Is(err, unix.ENOENT) &&
-			!errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.ENOTEMPTY) {
-			errs = append(errs, &os.PathError{Op: "rmdir", Path: t.made[i], Err: err})
-		}
-	}
-	return errors.Join(errs...)
-}
+func (t *v1Tree) close() error { return removeMade(t.made) }
 
 // v1Leaf is one leaf: a directory in each hierarchy.
 type v1Leaf struct {

@@ -190,13 +190,4 @@ func (t *v2Tree) leaves() ([]string, error) {
 	return names, nil
 }
 
-func (t *v2Tree) close() error {
-	var errs []error
-	for i := len(t.made) - 1; i >= 0; i-- {
-		if err := unix.Rmdir(t.made[i]); err != nil && !errors.Is(err, unix.ENOENT) &&
-			!errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.ENOTEMPTY) {
-			errs = append(errs, &os.PathError{Op: "rmdir", Path: t.made[i], Err: err})
-		}
-	}
-	return errors.Join(errs...)
-}
+func (t *v2Tree) close() error { return removeMade(t.made) }
