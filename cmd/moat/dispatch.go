@@ -63,16 +63,10 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if status, done := parseFlags(fs, args); done {
+		return status
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "moat dispatch: "+format+"\n", a...)
-		return exitUsage
-	}
+	usageErr := usageErrorf(stderr, "dispatch")
 	argv := fs.Args()
 	switch {
 	case f.tool == "":

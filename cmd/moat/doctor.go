@@ -86,11 +86,8 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: moat doctor [--json]\n\nReports what this host allows (user namespaces, seccomp, cgroups) and, for each\nbuilt-in policy, whether it runs fully, degraded or not at all, with the fix for\neach problem. Exit status 0 when the default policy runs fully, 1 otherwise.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if status, done := parseFlags(fs, args); done {
+		return status
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()

@@ -8,6 +8,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -72,4 +74,25 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'moat COMMAND --help' for a command's flags.")
+}
+
+// parseFlags parses a subcommand's flags; done reports that the command
+// ends here, with status (0 after --help, 64 for a bad flag, which the flag
+// package has already explained).
+func parseFlags(fs *flag.FlagSet, args []string) (status int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, true
+		}
+		return exitUsage, true
+	}
+	return 0, false
+}
+
+// usageErrorf returns a printer of "moat CMD: reason" that yields exit 64.
+func usageErrorf(stderr io.Writer, cmd string) func(format string, a ...any) int {
+	return func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "moat "+cmd+": "+format+"\n", a...)
+		return exitUsage
+	}
 }

@@ -77,16 +77,10 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if status, done := parseFlags(fs, args); done {
+		return status
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "moat run: "+format+"\n", a...)
-		return exitUsage
-	}
+	usageErr := usageErrorf(stderr, "run")
 	argv := fs.Args()
 	if len(argv) == 0 {
 		return usageErr("missing the command to run; usage: moat run [flags] -- CMD [ARG...]")
