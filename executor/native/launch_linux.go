@@ -38,9 +38,7 @@ func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Pr
 			if err := l.pool.swapWorkdir(e, in.Workdir); err != nil {
 				l.logger.Debug("warm pool: start cold", "reason", err)
 				l.pool.miss()
-				l.pool.mu.Lock()
-				l.pool.discardLocked(e)
-				l.pool.mu.Unlock()
+				l.pool.discard(e)
 			} else {
 				proc, err := e.pending.Exec(ctx, args, in.Env, nsexec.Stdio{Stdin: in.Stdin, Stdout: in.Stdout, Stderr: in.Stderr})
 				if err != nil {

@@ -241,6 +241,14 @@ func (p *pool) discardLocked(e *pooled) {
 	}()
 }
 
+// discard destroys an unused sandbox taken from the pool (one that could
+// not be used for its dispatch) in the background.
+func (p *pool) discard(e *pooled) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.discardLocked(e)
+}
+
 func (p *pool) destroy(e *pooled) {
 	e.pending.Close()
 	p.l.deleteLeaf(e.leaf)
