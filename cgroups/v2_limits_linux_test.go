@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -62,11 +61,11 @@ func requireV2Limits(t *testing.T, m *Manager) {
 	}
 }
 
-func TestV2MemoryMaxOOMKills(t *testing.T)      { checkV2OOM(t, v2RootManager(t)) }
-func TestV2MemoryUnderMaxIsNotOOM(t *testing.T) { checkV2UnderMax(t, v2RootManager(t)) }
-func TestV2PidsMaxStopsForkBomb(t *testing.T)   { checkV2PidsMax(t, v2RootManager(t)) }
-func TestV2CPUMaxThrottles(t *testing.T)        { checkV2CPUMax(t, v2RootManager(t)) }
-func TestV2KillEmptiesLeaf(t *testing.T)        { checkV2Kill(t, v2RootManager(t)) }
+func TestV2MemoryMaxOOMKills(t *testing.T)      { checkOOM(t, v2RootManager(t)) }
+func TestV2MemoryUnderMaxIsNotOOM(t *testing.T) { checkUnderLimit(t, v2RootManager(t)) }
+func TestV2PidsMaxStopsForkBomb(t *testing.T)   { checkPidsLimit(t, v2RootManager(t)) }
+func TestV2CPUMaxThrottles(t *testing.T)        { checkCPUQuota(t, v2RootManager(t)) }
+func TestV2KillEmptiesLeaf(t *testing.T)        { checkKill(t, v2RootManager(t)) }
 
 func TestV2LimitsAreWritten(t *testing.T) {
 	m := v2RootManager(t)
@@ -169,32 +168,11 @@ func TestV2DelegatedSubtreeAsNobody(t *testing.T) {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	fd, err := unix.Open(runner, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	bin := copyForNobody(t)
-	cmd := exec.Command(bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), v2DelegatedVar+"="+deleg)
-	// Born in the delegated runner group (clone3 CLONE_INTO_CGROUP), as a
-	// systemd user manager's children are: moving itself there as nobody
-	// is refused, the common ancestor's cgroup.procs being root's.
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential:  &syscall.Credential{Uid: testenv.NobodyUID, Gid: testenv.NobodyGID},
-		UseCgroupFD: true,
-		CgroupFD:    fd,
-	}
-	out, err := cmd.CombinedOutput()
-	t.Logf("re-run as nobody in %s:\n%s", runner, out)
-	switch {
-	case err != nil:
-		t.Fatalf("re-run as nobody: %v", err)
-	case strings.Contains(string(out), "--- SKIP: "+t.Name()):
-		testenv.Skipf(t, "the re-run as nobody skipped")
-	case !strings.Contains(string(out), "--- PASS: "+t.Name()):
-		t.Fatalf("the re-run as nobody did not run %s", t.Name())
-	}
+	// Born in the delegated runner group, as a systemd user manager's
+	// children are: moving itself there as nobody is refused, the common
+	// ancestor's cgroup.procs being root's.
+	t.Setenv(v2DelegatedVar, deleg)
+	testenv.RunAsUserIn(t, testenv.NobodyUID, testenv.NobodyGID, runner)
 }
 
 // TestV2DelegatedSubtreeAsCaller runs the limit checks as the calling
@@ -236,10 +214,10 @@ func checkV2Delegated(t *testing.T, deleg string) {
 		t.Fatal(err)
 	}
 	t.Run("clone-into-leaf", func(t *testing.T) { checkV2CloneInto(t, m) })
-	t.Run("memory.max", func(t *testing.T) { checkV2OOM(t, m) })
-	t.Run("pids.max", func(t *testing.T) { checkV2PidsMax(t, m) })
-	t.Run("cpu.max", func(t *testing.T) { checkV2CPUMax(t, m) })
-	t.Run("cgroup.kill", func(t *testing.T) { checkV2Kill(t, m) })
+	t.Run("memory.max", func(t *testing.T) { checkOOM(t, m) })
+	t.Run("pids.max", func(t *testing.T) { checkPidsLimit(t, m) })
+	t.Run("cpu.max", func(t *testing.T) { checkCPUQuota(t, m) })
+	t.Run("cgroup.kill", func(t *testing.T) { checkKill(t, m) })
 }
 
 func checkV2CloneInto(t *testing.T, m *Manager) {
@@ -264,145 +242,6 @@ func checkV2CloneInto(t *testing.T, m *Manager) {
 	}
 }
 
-func checkV2OOM(t *testing.T, m *Manager) {
-	leaf, err := m.Create("hog", limitsOf(64<<20, 0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { leaf.Delete() })
-	c := startIn(t, leaf, helper(t, "hog", "200"))
-	if err := c.cmd.Wait(); killedBy(err) != syscall.SIGKILL {
-		t.Fatalf("hog allocating 200 MiB under memory.max 64 MiB ended with %v, want SIGKILL", err)
-	}
-	u, err := leaf.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !u.OOMKilled || u.OOMKills == 0 {
-		t.Errorf("Stats = %+v, want an OOM kill (memory.events oom_kill)", u)
-	}
-	if u.MemoryPeak > 64<<20+(1<<20) || u.MemoryPeak < 32<<20 {
-		t.Errorf("MemoryPeak = %d, want between 32 MiB and the 64 MiB limit", u.MemoryPeak)
-	}
-}
-
-func checkV2UnderMax(t *testing.T, m *Manager) {
-	leaf, err := m.Create("fits", limitsOf(128<<20, 0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { leaf.Delete() })
-	c := startIn(t, leaf, helper(t, "hog", "16"))
-	if err := c.cmd.Wait(); err != nil {
-		t.Fatalf("16 MiB under memory.max 128 MiB: %v", err)
-	}
-	u, err := leaf.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if u.OOMKilled || u.MemoryPeak < 16<<20 {
-		t.Errorf("Stats = %+v, want no OOM and a peak of at least 16 MiB", u)
-	}
-}
-
-func checkV2PidsMax(t *testing.T, m *Manager) {
-	leaf, err := m.Create("bomb", limitsOf(0, 20, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { leaf.Delete() })
-	dir := leaf.ops.(*v2Leaf).dir
-	// Bounded: at most 500 sleeping children, all in the leaf.
-	script := `read x; i=0; while [ $i -lt 500 ]; do sleep 60 & i=$((i+1)); done; wait`
-	c := startIn(t, leaf, exec.Command("/bin/sh", "-c", script))
-	var u Usage
-	ok, err := poll(20*time.Second, func() (bool, error) {
-		u, err = leaf.Stats()
-		return u.PidsLimitHits > 0, err
-	})
-	if err != nil || !ok {
-		t.Fatalf("pids.max never hit: %+v, %v", u, err)
-	}
-	if u.PidsCurrent > 20 || u.PidsCurrent < 10 {
-		t.Errorf("PidsCurrent = %d, want at most pids.max 20 (and the bomb near it)", u.PidsCurrent)
-	}
-	if err := exec.Command("/bin/true").Run(); err != nil {
-		t.Errorf("the host cannot fork while the bomb runs: %v", err)
-	}
-	inside, err := readPids(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := leaf.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	reapOrphans(inside, c.cmd.Process.Pid)
-	_ = c.cmd.Wait()
-	if ok, _ := poll(5*time.Second, func() (bool, error) { u, err := leaf.Stats(); return u.PidsCurrent == 0, err }); !ok {
-		u, _ := leaf.Stats()
-		t.Errorf("after cgroup.kill PidsCurrent = %d", u.PidsCurrent)
-	}
-}
-
-func checkV2CPUMax(t *testing.T, m *Manager) {
-	leaf, err := m.Create("spin", limitsOf(0, 0, 0.2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { leaf.Delete() })
-	c := startIn(t, leaf, helper(t, "spin", "1500ms"))
-	if err := c.cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	wall := time.Since(c.begin)
-	u, err := leaf.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("wall %v, cpu %v, throttled %d periods (%v)", wall, u.CPUTime, u.CPUThrottled, u.CPUThrottledTime)
-	if u.CPUTime <= 0 || float64(u.CPUTime) > 0.6*float64(wall) {
-		t.Errorf("CPUTime = %v for %v of wall time, want above 0 and below 0.6 of it", u.CPUTime, wall)
-	}
-	if u.CPUThrottled == 0 {
-		t.Errorf("no throttled period under cpu.max 20000 100000")
-	}
-}
-
-func checkV2Kill(t *testing.T, m *Manager) {
-	leaf, err := m.Create("kill", limitsOf(64<<20, 20, 0.5))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := leaf.ops.(*v2Leaf).dir
-	if !exists(filepath.Join(dir, "cgroup.kill")) {
-		testenv.Skipf(t, "no cgroup.kill (kernel older than 5.14)")
-	}
-	c := startIn(t, leaf, exec.Command("/bin/sh", "-c", "read x; sleep 60 & sleep 60 & sleep 60"))
-	if _, err := poll(10*time.Second, func() (bool, error) { u, err := leaf.Stats(); return u.PidsCurrent >= 3, err }); err != nil {
-		t.Fatal(err)
-	}
-	inside, err := readPids(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := leaf.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	reapOrphans(inside, c.cmd.Process.Pid)
-	if sig := killedBy(c.cmd.Wait()); sig != syscall.SIGKILL {
-		t.Errorf("child ended with signal %v, want SIGKILL", sig)
-	}
-	if pids, err := readPids(dir); err != nil || len(pids) != 0 {
-		t.Errorf("after Kill the leaf still holds %v (%v)", pids, err)
-	}
-	if err := leaf.Delete(); err != nil {
-		t.Fatal(err)
-	}
-	if d := leafDirs(t, m); len(d) != 0 {
-		t.Errorf("left behind: %v", d)
-	}
-}
-
 func mustDetect(t *testing.T) *Host {
 	t.Helper()
 	h, err := Detect()
@@ -410,31 +249,4 @@ func mustDetect(t *testing.T) *Host {
 		t.Fatal(err)
 	}
 	return h
-}
-
-// copyForNobody copies the test binary into a fresh directory nobody can
-// read (go test builds it in one only its user can).
-func copyForNobody(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "moat-cgroups-v2-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := filepath.Join(dir, filepath.Base(self))
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dst
 }

@@ -19,13 +19,13 @@ package conformance
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/nsexec"
 )
@@ -104,24 +104,7 @@ var (
 // directory under the name RunnerName: a copy (not a link) so that it works
 // for another user and inside a sandbox that binds only that directory.
 func runnerPath() (string, error) {
-	runnerOnce.Do(func() {
-		self, err := os.Executable()
-		if err != nil {
-			runnerErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "moat-conf-")
-		if err != nil {
-			runnerErr = err
-			return
-		}
-		if err := os.Chmod(dir, 0o755); err != nil {
-			runnerErr = err
-			return
-		}
-		runnerFile = filepath.Join(dir, RunnerName)
-		runnerErr = copyFile(self, runnerFile)
-	})
+	runnerOnce.Do(func() { runnerFile, runnerErr = testenv.CopySelf(RunnerName) })
 	return runnerFile, runnerErr
 }
 
@@ -129,23 +112,6 @@ func cleanupRunner() {
 	if runnerFile != "" {
 		os.RemoveAll(filepath.Dir(runnerFile))
 	}
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // kit is the state of one check.

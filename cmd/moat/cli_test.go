@@ -46,21 +46,10 @@ var (
 func moatBin(t *testing.T) string {
 	t.Helper()
 	moatOnce.Do(func() {
-		self, err := os.Executable()
-		if err != nil {
-			moatErr = err
-			return
+		var p string
+		if p, moatErr = testenv.CopySelf("moat"); moatErr == nil {
+			moatDir = filepath.Dir(p)
 		}
-		if moatDir, moatErr = os.MkdirTemp("", "moat-cli-"); moatErr != nil {
-			return
-		}
-		os.Chmod(moatDir, 0o755)
-		b, err := os.ReadFile(self)
-		if err != nil {
-			moatErr = err
-			return
-		}
-		moatErr = os.WriteFile(filepath.Join(moatDir, "moat"), b, 0o755)
 	})
 	if moatErr != nil {
 		t.Fatalf("prepare the moat binary: %v", moatErr)

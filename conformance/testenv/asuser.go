@@ -107,6 +107,19 @@ func copyExecutable() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find test binary: %w", err)
 	}
+	return CopySelf(filepath.Base(self))
+}
+
+// CopySelf copies the running test binary, as name, into a fresh 0755
+// directory and returns its path: go test builds binaries in a directory
+// only its user can reach, and a sandbox or another user needs a copy it
+// can read (a copy, not a link, so a bind of the directory alone suffices).
+// The caller removes filepath.Dir of the result when done.
+func CopySelf(name string) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find test binary: %w", err)
+	}
 	dir, err := os.MkdirTemp("", "moat-test-bin-")
 	if err != nil {
 		return "", err
@@ -114,7 +127,7 @@ func copyExecutable() (string, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return "", err
 	}
-	dst := filepath.Join(dir, filepath.Base(self))
+	dst := filepath.Join(dir, name)
 	in, err := os.Open(self)
 	if err != nil {
 		return "", err
@@ -129,6 +142,18 @@ func copyExecutable() (string, error) {
 		return "", err
 	}
 	return dst, out.Close()
+}
+
+// CopySelfT is CopySelf for one test: it fails the test on error and
+// removes the copy when the test ends.
+func CopySelfT(t testing.TB, name string) string {
+	t.Helper()
+	p, err := CopySelf(name)
+	if err != nil {
+		t.Fatalf("copy the test binary: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(p)) })
+	return p
 }
 
 // RunAsUserIn is RunAsUser with the copy born in the cgroup v2 directory

@@ -3,6 +3,7 @@ package native_test
 import (
 	"encoding/json"
 	"errors"
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	"io"
 	"net"
 	"os"
@@ -144,27 +145,4 @@ func errText(err error) string {
 }
 
 // probeBinary copies the test binary as poolProbeName into a 0755 dir.
-func probeBinary(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "moat-pool-probe-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, poolProbeName)
-	if err := os.WriteFile(path, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+func probeBinary(t *testing.T) string { return testenv.CopySelfT(t, poolProbeName) }
