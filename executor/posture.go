@@ -302,3 +302,18 @@ var (
 	sha256Digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	pinnedImage  = regexp.MustCompile(`^[^@\s]+@sha256:[0-9a-f]{64}$`)
 )
+
+// Posture is the descriptor of a provider named name running under this
+// (resolved) configuration with the given isolation: the reference's ledger,
+// allowEnv and bounds members come from the configuration itself.
+func (c Config) Posture(name string, isolation *Isolation) Posture {
+	return Posture{
+		RegulatedPosture: PostureVersion,
+		Kind:             PostureKind,
+		Name:             name,
+		Ledger:           c.Ledger != nil,
+		AllowEnv:         append([]string{}, c.AllowEnv...),
+		Bounds:           &Bounds{TimeoutMs: c.Timeout.Milliseconds(), MaxOutputBytes: int64(c.MaxOutputBytes)},
+		Isolation:        isolation,
+	}
+}

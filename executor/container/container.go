@@ -84,22 +84,13 @@ func (p *Provider) Config() executor.Config { return p.pipeline.Config() }
 // dropped capabilities and the image, so StrictFloor can require a pinned
 // digest. It does no I/O.
 func (p *Provider) Posture() executor.Posture {
-	cfg := p.s.cfg
-	return executor.Posture{
-		RegulatedPosture: executor.PostureVersion,
-		Kind:             executor.PostureKind,
-		Name:             "container",
-		Ledger:           cfg.Ledger != nil,
-		AllowEnv:         append([]string{}, cfg.AllowEnv...),
-		Bounds:           &executor.Bounds{TimeoutMs: cfg.Timeout.Milliseconds(), MaxOutputBytes: int64(cfg.MaxOutputBytes)},
-		Isolation: &executor.Isolation{
-			Flavor:       executor.FlavorContainer,
-			Network:      p.s.network,
-			ReadOnlyRoot: p.s.readOnly,
-			CapDrop:      append([]string{}, p.s.capDrop...),
-			Image:        p.s.image,
-		},
-	}
+	return p.s.cfg.Posture("container", &executor.Isolation{
+		Flavor:       executor.FlavorContainer,
+		Network:      p.s.network,
+		ReadOnlyRoot: p.s.readOnly,
+		CapDrop:      append([]string{}, p.s.capDrop...),
+		Image:        p.s.image,
+	})
 }
 
 // check refuses settings the CLI could only fail on later.

@@ -75,20 +75,11 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity) *executo
 // profile digest, the cgroup layout, which limits are enforced here, the id
 // mapping and the root). It does no I/O.
 func (p *Provider) Posture() executor.Posture {
-	cfg := p.pipeline.Config()
-	return executor.Posture{
-		RegulatedPosture: executor.PostureVersion,
-		Kind:             executor.PostureKind,
-		Name:             "native",
-		Ledger:           cfg.Ledger != nil,
-		AllowEnv:         append([]string{}, cfg.AllowEnv...),
-		Bounds:           &executor.Bounds{TimeoutMs: cfg.Timeout.Milliseconds(), MaxOutputBytes: int64(cfg.MaxOutputBytes)},
-		Isolation: &executor.Isolation{
-			Flavor:       executor.FlavorNative,
-			Network:      p.launcher.tmpl.Network,
-			ReadOnlyRoot: true,
-			CapDrop:      []string{"ALL"},
-			Native:       p.native,
-		},
-	}
+	return p.pipeline.Config().Posture("native", &executor.Isolation{
+		Flavor:       executor.FlavorNative,
+		Network:      p.launcher.tmpl.Network,
+		ReadOnlyRoot: true,
+		CapDrop:      []string{"ALL"},
+		Native:       p.native,
+	})
 }
