@@ -1,6 +1,7 @@
 package native_test
 
 import (
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	"os"
 	"os/exec"
 	"syscall"
@@ -64,7 +65,7 @@ func BenchmarkStage(b *testing.B) {
 	b.Run("cgroup", func(b *testing.B) {
 		m, err := cgroups.New()
 		if err != nil {
-			b.Skipf("no cgroup manager here: %v", err)
+			testenv.Skipf(b, "no cgroup manager here: %v", err)
 		}
 		defer m.Close()
 		mem, pids := int64(256<<20), int64(256)

@@ -3,6 +3,7 @@ package native_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,7 +149,7 @@ func withInit(b *testing.B) {
 func moatInit(b *testing.B) string {
 	b.Helper()
 	if initPath == "" {
-		b.Skip("no cmd/moat-init binary (see the build log above)")
+		testenv.Skipf(b, "no cmd/moat-init binary (see the build log above)")
 	}
 	return initPath
 }
