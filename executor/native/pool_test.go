@@ -193,7 +193,10 @@ func TestPoolDiscardsStale(t *testing.T) {
 func TestPoolIdleAndClose(t *testing.T) {
 	base := t.TempDir()
 	os.Chmod(base, 0o755)
-	p := probeProvider(t, 2, native.WithPoolIdleTimeout(300*time.Millisecond), native.WithWorkdirBase(base))
+	// The idle timeout must outlast filling the pool, or the first sandbox
+	// expires before the second is ready: under TCG in the VM a prepare
+	// takes hundreds of milliseconds, so 300 ms flaked there.
+	p := probeProvider(t, 2, native.WithPoolIdleTimeout(2*time.Second), native.WithWorkdirBase(base))
 	waitReady(t, p, 2)
 	inits := sandboxInits(t)
 	if len(inits) < 2 {
