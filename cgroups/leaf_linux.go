@@ -3,6 +3,7 @@ package cgroups
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 )
 
@@ -45,6 +46,23 @@ func (l *Leaf) Add(pid int) error {
 		return fmt.Errorf("add %d to cgroup %s: %w", pid, l.id, err)
 	}
 	return nil
+}
+
+// Tasks opens the leaf's cgroup v1 "tasks" files for writing, one per
+// hierarchy, for a sandbox child that joins the leaf itself
+// (nsexec.WithCgroupTasks, which says why); the caller closes them. It is
+// nil on v2, where FD or Add place the child.
+func (l *Leaf) Tasks() ([]*os.File, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.deleted {
+		return nil, fmt.Errorf("open the tasks files of cgroup %s: leaf deleted", l.id)
+	}
+	files, err := l.ops.tasks()
+	if err != nil {
+		return nil, fmt.Errorf("open the tasks files of cgroup %s: %w", l.id, err)
+	}
+	return files, nil
 }
 
 // Kill SIGKILLs every process in the leaf and waits until it is empty.

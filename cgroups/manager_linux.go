@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ type tree interface {
 type leafOps interface {
 	fd() (int, bool)
 	add(pid int) error
+	tasks() ([]*os.File, error)
 	kill() error
 	populated() (bool, error)
 	stats() (Usage, error)

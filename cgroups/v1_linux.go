@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // v1Controllers are the v1 hierarchies a leaf lives in: the three limits,
@@ -188,6 +190,22 @@ func (l *v1Leaf) add(pid int) error {
 		}
 	}
 	return nil
+}
+
+// tasks opens every hierarchy's tasks file of the leaf for writing.
+func (l *v1Leaf) tasks() ([]*os.File, error) {
+	files := make([]*os.File, 0, len(l.dirs))
+	for _, d := range l.dirs {
+		f, err := os.OpenFile(filepath.Join(d, "tasks"), os.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }
 
 // procs is the union of the leaf's processes over all hierarchies.

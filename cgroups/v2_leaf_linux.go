@@ -50,6 +50,8 @@ func (l *v2Leaf) set(lim limits, enabled []string) error {
 
 func (l *v2Leaf) fd() (int, bool) { return l.fdNum, l.fdNum >= 0 }
 
+func (l *v2Leaf) tasks() ([]*os.File, error) { return nil, nil }
+
 func (l *v2Leaf) add(pid int) error {
 	return writeFile(l.dir, "cgroup.procs", strconv.Itoa(pid))
 }

@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 1
+const ConfigVersion = 2 // 2: the wire's tasks (WithCgroupTasks)
 
 // Network modes.
 const (
@@ -92,6 +92,9 @@ type wire struct {
 	// for a request frame with the argv, the environment and the stdio
 	// descriptors (Prepare).
 	Deferred bool `json:"deferred,omitempty"`
+	// Tasks is how many cgroup v1 "tasks" files the child got as
+	// descriptors 4 and up (WithCgroupTasks).
+	Tasks int `json:"tasks,omitempty"`
 }
 
 // request is the second frame of a deferred child: what the tool of this

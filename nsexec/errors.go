@@ -29,6 +29,7 @@ const (
 	StepUnknown      Step = iota
 	StepClone             // parent: clone with the namespace flags, id maps
 	StepConfig            // child: read and check the Config
+	StepCgroup            // child: join its cgroup v1 leaf
 	StepCgroupNS          // child: unshare the cgroup namespace
 	StepPropagation       // child: make / rprivate
 	StepRootfs            // child: the new root (rootfs bind or tmpfs)
@@ -57,6 +58,7 @@ var stepNames = [...]string{
 	StepUnknown:      "unknown",
 	StepClone:        "clone",
 	StepConfig:       "config",
+	StepCgroup:       "cgroup",
 	StepCgroupNS:     "cgroupns",
 	StepPropagation:  "propagation",
 	StepRootfs:       "rootfs",

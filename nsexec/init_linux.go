@@ -88,6 +88,9 @@ func (c *child) run() error {
 		return stepErr(StepConfig, "", err.Error(), err)
 	}
 	c.cfg, c.drop, c.trace, c.deferred = w.Config, w.DropGroups, w.Trace, w.Deferred
+	if err := joinTasks(w.Tasks); err != nil {
+		return err
+	}
 	c.mark(markConfig)
 	if err := writeAll(c.sync, []byte{msgHello}); err != nil {
 		os.Exit(exitSetup)
@@ -118,6 +121,27 @@ func (c *child) run() error {
 	}
 	return c.exec()
 }
+
+// joinTasks moves this thread, the one that execs the tool, into the cgroup
+// v1 leaf whose "tasks" files are descriptors 4 to 4+n-1, and closes them
+// (WithCgroupTasks says why a thread moves itself).
+func joinTasks(n int) error {
+	for fd := firstTasksFD; fd < firstTasksFD+n; fd++ {
+		_, err := unix.Write(fd, []byte("0"))
+		unix.Close(fd)
+		if err != nil {
+			for rest := fd + 1; rest < firstTasksFD+n; rest++ {
+				unix.Close(rest)
+			}
+			return stepErr(StepCgroup, "", "join the cgroup leaf (write 0 to tasks)", err)
+		}
+	}
+	return nil
+}
+
+// firstTasksFD is where the tasks files start: after stdio and the sync
+// socket.
+const firstTasksFD = 4
 
 // await tells the parent the sandbox is ready and waits for the request of
 // its one dispatch: the argv, the environment and the stdio descriptors,

@@ -51,7 +51,7 @@ func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred boo
 		}
 	}
 	trace := o.trace != nil && !deferred
-	frame, err := encodeFrame(&wire{Config: c, DropGroups: root, Trace: trace, Deferred: deferred})
+	frame, err := encodeFrame(&wire{Config: c, DropGroups: root, Trace: trace, Deferred: deferred, Tasks: len(o.tasks)})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -71,7 +71,7 @@ func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred boo
 	}
 	attr := &os.ProcAttr{
 		Env:   []string{initFDEnv + "=3"},
-		Files: append(files, childEnd),
+		Files: append(append(files, childEnd), o.tasks...), // sync at 3, tasks from 4
 		Sys:   sysProcAttr(c, id, root, o),
 	}
 	p := &Process{done: make(chan struct{})}

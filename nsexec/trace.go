@@ -12,10 +12,11 @@ type Trace struct {
 	// Runtime is the init binary's start until Init runs: dynamic loading,
 	// the Go runtime and every package init of that binary.
 	Runtime time.Duration
-	// Config is reading and decoding the config frame.
+	// Config is reading and decoding the config frame, and joining a cgroup
+	// v1 leaf (WithCgroupTasks).
 	Config time.Duration
 	// Handshake is the hello and go round trip, with the parent's placement
-	// hook (a cgroup v1 leaf) and the unshare of the cgroup namespace.
+	// hook (WithPlacement) and the unshare of the cgroup namespace.
 	Handshake time.Duration
 	// Sources is cloning the bind sources (open_tree of the host
 	// directories, the workdir and the extra binds) and the id switch.

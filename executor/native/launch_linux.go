@@ -53,10 +53,11 @@ func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Pr
 	cfg.Args = args
 	cfg.Env = in.Env
 	cfg.Workdir = in.Workdir
-	leaf, opts, err := l.leaf()
+	leaf, opts, placed, err := l.leaf()
 	if err != nil {
 		return nil, setupError(in.Request.Tool, err)
 	}
+	defer placed()
 	cfg.CgroupNS = leaf != nil
 	proc, err := nsexec.Start(ctx, &cfg, nsexec.Stdio{Stdin: in.Stdin, Stdout: in.Stdout, Stderr: in.Stderr}, opts...)
 	if err != nil {
@@ -67,26 +68,41 @@ func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Pr
 }
 
 // leaf creates the dispatch's cgroup leaf when the policy sets limits this
-// host enforces, and returns the nsexec options that put the child in it.
-func (l *launcher) leaf() (*cgroups.Leaf, []nsexec.Option, error) {
+// host enforces, and returns the nsexec options that put the child in it,
+// and what to call once the child was started (it closes descriptors that
+// only the start needs).
+func (l *launcher) leaf() (*cgroups.Leaf, []nsexec.Option, func(), error) {
 	opts := append([]nsexec.Option(nil), l.nsexec...)
+	noop := func() {}
 	if l.cgroups == nil || l.resources == nil || l.cgPosture.Degraded() {
-		return nil, opts, nil
+		return nil, opts, noop, nil
 	}
 	leaf, err := l.cgroups.Create(uuid.NewString(), l.resources)
 	if err != nil {
-		return nil, nil, fmt.Errorf("create the dispatch's cgroup: %w", err)
+		return nil, nil, nil, fmt.Errorf("create the dispatch's cgroup: %w", err)
 	}
 	// On cgroup v2 the child is born in its leaf (CLONE_INTO_CGROUP),
-	// so it never runs outside it; on v1 it waits for the parent to
-	// place it before it goes on. Either way the cgroup namespace is
+	// so it never runs outside it; on v1 it joins the leaf itself, first
+	// thing, from the thread that execs the tool (nsexec.WithCgroupTasks
+	// says why not the parent). Either way the cgroup namespace is
 	// unshared only afterwards, so its root is the leaf.
 	if fd, ok := leaf.FD(); ok {
-		opts = append(opts, nsexec.WithCgroupFD(fd))
-	} else {
-		opts = append(opts, nsexec.WithPlacement(leaf.Add))
+		return leaf, append(opts, nsexec.WithCgroupFD(fd)), noop, nil
 	}
-	return leaf, opts, nil
+	tasks, err := leaf.Tasks()
+	if err != nil {
+		l.deleteLeaf(leaf)
+		return nil, nil, nil, fmt.Errorf("create the dispatch's cgroup: %w", err)
+	}
+	if tasks == nil { // v2 without an fd for clone3
+		return leaf, append(opts, nsexec.WithPlacement(leaf.Add)), noop, nil
+	}
+	closeAll := func() {
+		for _, f := range tasks {
+			f.Close()
+		}
+	}
+	return leaf, append(opts, nsexec.WithCgroupTasks(tasks...)), closeAll, nil
 }
 
 // deleteLeaf removes a leaf whose sandbox never ran a tool.

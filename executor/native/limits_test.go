@@ -103,16 +103,20 @@ print(1)`
 	t.Logf("CPU %v in %v wall under cpus=0.2", used, wall)
 }
 
-// leafCount counts the leaf directories under the provider's cgroup parents.
+// leafCount counts this process's leaf directories under the provider's
+// cgroup parents. Leaves are named after their owner ("<pid>-<start>-<id>"),
+// so the leaves of other moat processes (test packages run in parallel)
+// do not count.
 func leafCount(t *testing.T, p *native.Provider) int {
 	n := 0
+	mine := strconv.Itoa(os.Getpid()) + "-"
 	for _, parent := range p.Cgroups().Parents {
 		ents, err := os.ReadDir(parent)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range ents {
-			if e.IsDir() {
+			if e.IsDir() && strings.HasPrefix(e.Name(), mine) {
 				n++
 			}
 		}

@@ -217,11 +217,12 @@ func (p *pool) prepare() (*pooled, error) {
 	}
 	cfg := p.l.tmpl
 	cfg.Workdir = wd
-	leaf, opts, err := p.l.leaf()
+	leaf, opts, placed, err := p.l.leaf()
 	if err != nil {
 		os.Remove(wd)
 		return nil, err
 	}
+	defer placed()
 	cfg.CgroupNS = leaf != nil
 	pending, err := nsexec.Prepare(p.ctx, &cfg, opts...)
 	if err != nil {
