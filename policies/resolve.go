@@ -34,10 +34,10 @@ const MaxExtendsDepth = 8
 // identity 1000/1000. Limits and seccomp have no defaults: a policy that
 // extends nothing and sets no seccomp runs with no filter.
 func Resolve(p *Policy) (*Policy, error) {
-	return resolve(p, p.Name, "", nil)
+	return resolve(clone(p), p.Name, "", nil)
 }
 
-// resolve resolves p, known as key in the chain of policies followed so far
+// resolve resolves p (which it owns and may reuse), known as key in the chain of policies followed so far
 // (a built-in name or an absolute file path), with relative extends paths
 // taken from dir.
 func resolve(p *Policy, key, dir string, chain []string) (*Policy, error) {
@@ -125,12 +125,11 @@ func (p *Policy) fillDefaults() {
 	}
 }
 
-// merge returns a new policy: child over base, following Resolve's rules.
-// Nothing in the result aliases child's slices or pointers (the base is
-// already a private copy).
+// merge returns child over base, following Resolve's rules. It owns both
+// (private copies: a fresh parse, a resolved base, or Resolve's clone), so
+// the result reuses their slices and pointers instead of copying them.
 func merge(base, child *Policy) *Policy {
-	c := clone(child)
-	out := clone(base)
+	c, out := child, base
 	out.Name = c.Name
 	out.Extends = c.Extends
 	setIf(&out.Version, c.Version)
