@@ -266,3 +266,27 @@ func TestDoctorJSONMatchesTheHost(t *testing.T) {
 	}
 	fmt.Fprint(io.Discard, r.stderr)
 }
+
+// TestRunKeepsTheSeccompProgram: moat run stores its policy's compiled
+// filter where MOAT_SECCOMP_STORE says (or not at all with "off"), and
+// empties that store after a run whose read-write bind reached it.
+func TestRunKeepsTheSeccompProgram(t *testing.T) {
+	top := t.TempDir()
+	os.Chmod(top, 0o755)
+	store := filepath.Join(top, "store")
+	programs := func() []string {
+		files, _ := filepath.Glob(filepath.Join(store, "*.bpf"))
+		return files
+	}
+	t.Setenv(storeVar, "off")
+	if r := moat(t, "", "run", "--", "/bin/true"); r.code != 0 || len(programs()) != 0 {
+		t.Fatalf("with the store off: %+v, stored %v", r, programs())
+	}
+	t.Setenv(storeVar, store)
+	if r := moat(t, "", "run", "--", "/bin/true"); r.code != 0 || len(programs()) != 1 {
+		t.Fatalf("first run: %+v, stored %v, want one program", r, programs())
+	}
+	if r := moat(t, "", "run", "--bind", top+":/x:rw", "--", "/bin/true"); r.code != 0 || len(programs()) != 0 {
+		t.Fatalf("a run with a read-write bind above the store: %+v, still stored %v", r, programs())
+	}
+}

@@ -17,15 +17,48 @@ const initBinary = "moat-init"
 
 // sandboxOptions are the native options every subcommand shares.
 func sandboxOptions() []native.Option {
+	var opts []native.Option
+	if dir := seccompStoreDir(); dir != "" {
+		opts = append(opts, native.WithSeccompStore(dir))
+	}
 	self, err := os.Executable()
 	if err != nil {
-		return nil
+		return opts
 	}
 	p := filepath.Join(filepath.Dir(self), initBinary)
 	if unix.Access(p, unix.X_OK) != nil {
-		return nil
+		return opts
 	}
-	return []native.Option{native.WithInitPath(p)}
+	return append(opts, native.WithInitPath(p))
+}
+
+// storeVar overrides where compiled seccomp programs are kept between runs:
+// a directory, or "off".
+const storeVar = "MOAT_SECCOMP_STORE"
+
+// seccompStoreDir is where moat keeps compiled seccomp programs between
+// runs (seccomp.Store): $MOAT_SECCOMP_STORE, else the user's runtime
+// directory (a tmpfs of theirs alone, emptied at logout or boot), else
+// /run/moat for root, else the user's cache directory; "" for none.
+func seccompStoreDir() string {
+	if v := os.Getenv(storeVar); v != "" {
+		if v == "off" || !filepath.IsAbs(v) {
+			return ""
+		}
+		return v
+	}
+	if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
+		if fi, err := os.Stat(rt); err == nil && fi.IsDir() {
+			return filepath.Join(rt, "moat", "seccomp")
+		}
+	}
+	if os.Geteuid() == 0 {
+		return "/run/moat/seccomp"
+	}
+	if dir, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(dir, "moat", "seccomp")
+	}
+	return ""
 }
 
 // warnLogger writes the library's warnings (degraded limits, a cgroup that

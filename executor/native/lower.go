@@ -1,6 +1,7 @@
 package native
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -64,9 +65,15 @@ func lower(o *options) (*launcher, executor.Config, error) {
 	if pol.Identity != nil {
 		tmpl.UID, tmpl.GID = pol.Identity.UID, pol.Identity.GID
 	}
+	if o.store != nil {
+		if src := storeReachable(o.store.Dir, tmpl.Mounts); src != "" {
+			o.logger.Debug("seccomp program store not used: a read-write bind reaches it", "store", o.store.Dir, "bind", src)
+			o.purge, o.store = o.store, nil
+		}
+	}
 	if pol.Seccomp != nil {
 		// Fail closed: a policy that asks for seccomp never runs without it.
-		prog, err := programs.Program(pol.Seccomp)
+		prog, err := compileSeccomp(o, pol.Seccomp)
 		if err != nil {
 			return nil, cfg, &executor.Error{Code: executor.CodeConfig, Err: err,
 				Message: fmt.Sprintf("native: policy %q asks for a seccomp filter that cannot be built here: %v", pol.Name, err)}
@@ -90,6 +97,24 @@ func lower(o *options) (*launcher, executor.Config, error) {
 		return nil, cfg, err
 	}
 	return l, cfg, nil
+}
+
+// compileSeccomp compiles a profile once per process, or, with a store,
+// once per store (a short-lived process reads what an earlier one left).
+func compileSeccomp(o *options, profile *specs.LinuxSeccomp) (seccomp.Program, error) {
+	if o.store == nil {
+		return programs.Program(profile)
+	}
+	return o.store.Program(profile, func(err error) {
+		// Someone else's or an altered file deserves a warning; a store
+		// that cannot be created or written only costs time.
+		var se *seccomp.StoreError
+		if errors.As(err, &se) {
+			o.logger.Warn("seccomp program store: compiled instead", "err", err)
+		} else {
+			o.logger.Debug("seccomp program store: compiled instead", "err", err)
+		}
+	})
 }
 
 // resources turns the policy's limits into OCI cgroup resources; nil when

@@ -1,0 +1,155 @@
+package seccomp
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/moat-sandbox/moat/conformance/testenv"
+)
+
+// counting is the store at dir as a new process sees it, with a stand-in
+// compiler that counts its calls and encodes the first syscall name.
+func counting(dir string, calls *atomic.Int32) *Store {
+	return &Store{Dir: dir, compile: func(p *specs.LinuxSeccomp) (Program, error) {
+		calls.Add(1)
+		return Program{{Code: 6, K: uint32(len(p.Syscalls[0].Names[0]))}}, nil
+	}}
+}
+
+func profileOf(name string) *specs.LinuxSeccomp {
+	return &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, Syscalls: []specs.LinuxSyscall{{Names: []string{name}, Action: specs.ActAllow}}}
+}
+
+func storeFile(t *testing.T, s *Store, p *specs.LinuxSeccomp) string {
+	t.Helper()
+	key, err := storeKey(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(s.Dir, key+".bpf")
+}
+
+// TestStoreServesTheNextProcess: a program compiled by one process is read
+// back by the next without compiling, and only for its own profile.
+func TestStoreServesTheNextProcess(t *testing.T) {
+	s := &Store{Dir: filepath.Join(t.TempDir(), "store")}
+	var calls atomic.Int32
+	first, err := counting(s.Dir, &calls).Program(profileOf("read"), func(err error) { t.Errorf("report: %v", err) })
+	if err != nil || calls.Load() != 1 {
+		t.Fatalf("first process: %v, %d compiles", err, calls.Load())
+	}
+	fi, err := os.Stat(s.Dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("store directory: %v %v, want mode 0700", fi, err)
+	}
+	calls.Store(0)
+	again, err := counting(s.Dir, &calls).Program(profileOf("read"), nil)
+	if err != nil || calls.Load() != 0 || !equal(first, again) {
+		t.Fatalf("second process: %v, %d compiles, %v vs %v", err, calls.Load(), again, first)
+	}
+	if _, err := s.Get(profileOf("getpid")); !errors.Is(err, ErrNotStored) {
+		t.Fatalf("another profile: %v, want ErrNotStored", err)
+	}
+	other, _ := counting(s.Dir, &calls).Program(profileOf("getpid"), nil)
+	if calls.Load() != 1 || equal(other, first) {
+		t.Fatalf("another profile must compile its own program: %d compiles", calls.Load())
+	}
+}
+
+// TestStoreRefusesWhatItCannotTrust: an altered or torn file, a file others
+// may write, a symlink and a directory others can enter are not used: the
+// program is compiled again, the reason reported, and a bad file replaced.
+func TestStoreRefusesWhatItCannotTrust(t *testing.T) {
+	p := profileOf("read")
+	fresh := func(t *testing.T) (*Store, Program) {
+		s := &Store{Dir: filepath.Join(t.TempDir(), "store")}
+		var calls atomic.Int32
+		prog, err := counting(s.Dir, &calls).Program(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, prog
+	}
+	// reload asks a fresh cache and wants one compile and a *StoreError.
+	reload := func(t *testing.T, s *Store, want Program) {
+		t.Helper()
+		var calls atomic.Int32
+		var reported error
+		got, err := counting(s.Dir, &calls).Program(p, func(err error) { reported = err })
+		var se *StoreError
+		if err != nil || calls.Load() != 1 || !errors.As(reported, &se) || !equal(got, want) {
+			t.Fatalf("got %v (%v), %d compiles, report %v; want a compile and a StoreError", got, err, calls.Load(), reported)
+		}
+	}
+	t.Run("altered", func(t *testing.T) {
+		s, prog := fresh(t)
+		path := storeFile(t, s, p)
+		b, _ := os.ReadFile(path)
+		b[len(b)-40] ^= 0xff // inside the program: an attacker's edit
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		reload(t, s, prog)
+		if _, err := s.Get(p); err != nil {
+			t.Fatalf("the altered file was not replaced: %v", err)
+		}
+	})
+	t.Run("torn", func(t *testing.T) {
+		s, prog := fresh(t)
+		path := storeFile(t, s, p)
+		b, _ := os.ReadFile(path)
+		os.WriteFile(path, b[:len(b)/2], 0o600)
+		reload(t, s, prog)
+	})
+	t.Run("writable-by-others", func(t *testing.T) {
+		s, prog := fresh(t)
+		os.Chmod(storeFile(t, s, p), 0o666)
+		reload(t, s, prog)
+	})
+	t.Run("symlink", func(t *testing.T) {
+		s, prog := fresh(t)
+		path := storeFile(t, s, p)
+		elsewhere := filepath.Join(t.TempDir(), "x.bpf")
+		os.Rename(path, elsewhere)
+		os.Symlink(elsewhere, path)
+		reload(t, s, prog)
+	})
+	t.Run("open-directory", func(t *testing.T) {
+		s, prog := fresh(t)
+		os.Chmod(s.Dir, 0o777)
+		reload(t, s, prog)
+		if fi, _ := os.Stat(s.Dir); fi.Mode().Perm() != 0o777 {
+			t.Fatal("the store changed a directory it does not trust")
+		}
+	})
+	t.Run("relative-directory", func(t *testing.T) {
+		var se *StoreError
+		if _, err := (&Store{Dir: "rel"}).Get(p); !errors.As(err, &se) {
+			t.Fatalf("got %v, want a StoreError", err)
+		}
+	})
+}
+
+// TestStoreRefusesAnotherOwner: a file made by another uid (a sandbox of
+// root's runs under an unprivileged host id) is never loaded.
+func TestStoreRefusesAnotherOwner(t *testing.T) {
+	testenv.RequireRoot(t) // to create a file of another owner
+	p := profileOf("read")
+	s := &Store{Dir: filepath.Join(t.TempDir(), "store")}
+	var calls atomic.Int32
+	if _, err := counting(s.Dir, &calls).Program(p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(storeFile(t, s, p), 2000000000, 2000000000); err != nil {
+		t.Fatal(err)
+	}
+	var se *StoreError
+	if _, err := s.Get(p); !errors.As(err, &se) {
+		t.Fatalf("got %v, want a StoreError for a file of another owner", err)
+	}
+}
