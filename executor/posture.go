@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -259,7 +258,7 @@ func strictIsolation(p Posture) []error {
 	if !slices.Contains(iso.CapDrop, "ALL") {
 		fail(".capDrop", "must drop ALL capabilities under the strict floor")
 	}
-	if iso.Flavor == FlavorContainer && !pinnedImage.MatchString(iso.Image) {
+	if iso.Flavor == FlavorContainer && !isPinnedImage(iso.Image) {
 		fail(".image", "must be pinned by digest (name@sha256:<64 hex digits>) under the strict floor, not '"+iso.Image+"'")
 	}
 	if iso.Flavor == FlavorNative {
@@ -273,7 +272,7 @@ func strictNative(field string, n *NativeIsolation) []error {
 		return []error{&FloorError{field + ".native", "must be attested by a native sandbox"}}
 	}
 	var errs []error
-	if !n.Seccomp.Enabled || !sha256Digest.MatchString(n.Seccomp.ProfileDigest) {
+	if !n.Seccomp.Enabled || !isSHA256Digest(n.Seccomp.ProfileDigest) {
 		errs = append(errs, &FloorError{field + ".seccomp", "must be enabled with a sha256 profile digest under the strict floor"})
 	}
 	if len(n.Limits) == 0 {
@@ -298,10 +297,27 @@ func strictNative(field string, n *NativeIsolation) []error {
 	return errs
 }
 
-var (
-	sha256Digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-	pinnedImage  = regexp.MustCompile(`^[^@\s]+@sha256:[0-9a-f]{64}$`)
-)
+// isSHA256Digest: ^sha256:[0-9a-f]{64}$ (checked by hand, like
+// isToolName).
+func isSHA256Digest(s string) bool {
+	hex, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for i := 0; i < len(hex); i++ {
+		if c := hex[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// isPinnedImage: ^[^@\s]+@sha256:[0-9a-f]{64}$, where \s is RE2's
+// [\t\n\f\r ].
+func isPinnedImage(s string) bool {
+	ref, digest, ok := strings.Cut(s, "@")
+	return ok && ref != "" && !strings.ContainsAny(ref, "\t\n\f\r ") && isSHA256Digest(digest)
+}
 
 // Posture is the descriptor of a provider named name running under this
 // (resolved) configuration with the given isolation: the reference's ledger,

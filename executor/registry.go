@@ -54,7 +54,7 @@ func (r *Registry) Bind(tools ...Tool) error {
 	defer r.mu.RUnlock()
 	var errs []error
 	for _, t := range tools {
-		if !toolNamePattern.MatchString(t.Name) {
+		if !isToolName(t.Name) {
 			errs = append(errs, newError(CodeConfig, nil, "tool name %q is not allowed; names must match ^[a-zA-Z0-9_-]{1,64}$", t.Name))
 			continue
 		}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -19,7 +18,7 @@ func (p *Policy) Validate() error {
 	if p.Version != 0 && p.Version != Version {
 		v.add("version", p.Version, "is not supported; use %d", Version)
 	}
-	if p.Name != "" && !nameRE.MatchString(p.Name) {
+	if p.Name != "" && !isName(p.Name) {
 		v.add("name", p.Name, "is not a valid name; use letters, digits, '.', '_' and '-', starting with a letter or digit")
 	}
 	if p.Rootfs != "" && p.Rootfs != RootfsHost && !isAbsClean(p.Rootfs) {
@@ -40,7 +39,7 @@ func (p *Policy) Validate() error {
 	v.limits(&p.Limits, p.Extends != "")
 	v.rlimits(p)
 	for i, name := range p.Env {
-		if !envRE.MatchString(name) {
+		if !isEnvName(name) {
 			v.add(fmt.Sprintf("env[%d]", i), name, "is not an environment variable name; use letters, digits and '_', not starting with a digit")
 		}
 	}
@@ -52,11 +51,51 @@ func (p *Policy) Validate() error {
 
 const maxID = ^uint32(0)
 
-var (
-	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	envRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	modeRE = regexp.MustCompile(`^[0-7]{3,4}$`)
-)
+// The name, environment-name and mode rules are byte classes checked by
+// hand: compiling them as regexps cost every moat start 0.2 ms of package
+// init. validate_internal_test.go holds the regexps they must agree with.
+
+// isName: ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$
+func isName(s string) bool {
+	if s == "" || len(s) > 64 || !isAlnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// isEnvName: ^[A-Za-z_][A-Za-z0-9_]*$
+func isEnvName(s string) bool {
+	if s == "" || isDigit(s[0]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// isMode: ^[0-7]{3,4}$
+func isMode(s string) bool {
+	if len(s) < 3 || len(s) > 4 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '7' {
+			return false
+		}
+	}
+	return true
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+func isAlnum(c byte) bool { return isDigit(c) || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
 type validator struct{ errs []error }
 
@@ -136,7 +175,7 @@ func tmpfsOption(o string) bool {
 		_, err := Size(val).Bytes()
 		return err == nil
 	case "mode":
-		return modeRE.MatchString(val)
+		return isMode(val)
 	}
 	return false
 }
