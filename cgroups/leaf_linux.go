@@ -76,13 +76,21 @@ func (l *Leaf) Kill() error {
 }
 
 // Stats reads what the leaf consumed so far.
-func (l *Leaf) Stats() (Usage, error) {
+func (l *Leaf) Stats() (Usage, error) { return l.read(true) }
+
+// Events reads only what a dispatch's outcome needs: OOMKills, OOMKilled
+// and PidsLimitHits (the other Usage fields stay zero): two files where
+// Stats reads up to eight, at about 30 us each on the reference host, on
+// every dispatch.
+func (l *Leaf) Events() (Usage, error) { return l.read(false) }
+
+func (l *Leaf) read(full bool) (Usage, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.deleted {
 		return Usage{}, fmt.Errorf("stats cgroup %s: leaf deleted", l.id)
 	}
-	return l.ops.stats()
+	return l.ops.stats(full)
 }
 
 // Delete kills what still runs in the leaf and removes it. It is

@@ -45,6 +45,10 @@ func checkOOM(t *testing.T, m *Manager) {
 	if u.MemoryPeak > 64<<20+(1<<20) || u.MemoryPeak < 32<<20 {
 		t.Errorf("MemoryPeak = %d, want between 32 MiB and the 64 MiB limit", u.MemoryPeak)
 	}
+	// Events reads the same kill, and nothing else.
+	if ev, err := leaf.Events(); err != nil || !ev.OOMKilled || ev.OOMKills != u.OOMKills || ev.MemoryPeak != 0 {
+		t.Errorf("Events = %+v, %v; want the OOM kill of Stats (%d) and no peak", ev, err, u.OOMKills)
+	}
 }
 
 func checkUnderLimit(t *testing.T, m *Manager) {
@@ -82,6 +86,9 @@ func checkPidsLimit(t *testing.T, m *Manager) {
 	})
 	if err != nil || !ok {
 		t.Fatalf("pids limit never hit: %+v, %v", u, err)
+	}
+	if ev, err := leaf.Events(); err != nil || ev.PidsLimitHits == 0 || ev.PidsCurrent != 0 {
+		t.Errorf("Events = %+v, %v; want the pids limit hits and no current count", ev, err)
 	}
 	if u.PidsCurrent > 20 || u.PidsCurrent < 10 {
 		t.Errorf("PidsCurrent = %d, want at most the limit 20 (and the bomb near it)", u.PidsCurrent)

@@ -32,7 +32,7 @@ type leafOps interface {
 	tasks() ([]*os.File, error)
 	kill() error
 	populated() (bool, error)
-	stats() (Usage, error)
+	stats(full bool) (Usage, error)
 	remove() error
 }
 

@@ -73,8 +73,9 @@ func (l *v1Leaf) populated() (bool, error) {
 	return !empty, err
 }
 
-// stats reads the counters described on Usage.
-func (l *v1Leaf) stats() (Usage, error) {
+// stats reads the counters described on Usage; not full, only the events
+// (Leaf.Events).
+func (l *v1Leaf) stats(full bool) (Usage, error) {
 	var u Usage
 	var errs []error
 	keep := func(err error) {
@@ -83,11 +84,13 @@ func (l *v1Leaf) stats() (Usage, error) {
 		}
 	}
 	if d, ok := l.ctl["memory"]; ok {
-		var err error
-		u.MemoryPeak, err = readUint(d, "memory.max_usage_in_bytes")
-		keep(err)
-		u.MemoryCurrent, err = readUint(d, "memory.usage_in_bytes")
-		keep(err)
+		if full {
+			var err error
+			u.MemoryPeak, err = readUint(d, "memory.max_usage_in_bytes")
+			keep(err)
+			u.MemoryCurrent, err = readUint(d, "memory.usage_in_bytes")
+			keep(err)
+		}
 		oom, err := readKV(d, "memory.oom_control")
 		keep(err)
 		if n, ok := oom["oom_kill"]; ok {
@@ -100,19 +103,21 @@ func (l *v1Leaf) stats() (Usage, error) {
 		}
 	}
 	if d, ok := l.ctl["pids"]; ok {
-		var err error
-		u.PidsCurrent, err = readUint(d, "pids.current")
-		keep(err)
+		if full {
+			var err error
+			u.PidsCurrent, err = readUint(d, "pids.current")
+			keep(err)
+		}
 		ev, err := readKV(d, "pids.events")
 		keep(err)
 		u.PidsLimitHits = ev["max"]
 	}
-	if d, ok := l.ctl["cpuacct"]; ok {
+	if d, ok := l.ctl["cpuacct"]; ok && full {
 		ns, err := readUint(d, "cpuacct.usage")
 		keep(err)
 		u.CPUTime = time.Duration(ns)
 	}
-	if d, ok := l.ctl["cpu"]; ok {
+	if d, ok := l.ctl["cpu"]; ok && full {
 		st, err := readKV(d, "cpu.stat")
 		keep(err)
 		u.CPUThrottled = st["nr_throttled"]

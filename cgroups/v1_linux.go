@@ -142,6 +142,9 @@ func (t *v1Tree) leaves() ([]string, error) {
 
 func (t *v1Tree) close() error { return removeMade(t.made) }
 
+// defaultCFSPeriod is the kernel's default CFS bandwidth period in us.
+const defaultCFSPeriod = 100000
+
 // v1Leaf is one leaf: a directory in each hierarchy.
 type v1Leaf struct {
 	ctl     map[string]string // controller -> leaf directory
@@ -169,8 +172,13 @@ func (l *v1Leaf) set(lim limits, memsw bool) error {
 		}
 	}
 	if d, ok := l.ctl["cpu"]; ok && lim.cpuQuota > 0 {
-		if err := writeFile(d, "cpu.cfs_period_us", strconv.FormatUint(lim.cpuPeriod, 10)); err != nil {
-			return err
+		// A new cgroup starts with the default period, 100 ms, whatever
+		// its parent's (kernel/sched/fair.c init_cfs_bandwidth); writing
+		// it again would cost every dispatch a cgroup file write.
+		if lim.cpuPeriod != defaultCFSPeriod {
+			if err := writeFile(d, "cpu.cfs_period_us", strconv.FormatUint(lim.cpuPeriod, 10)); err != nil {
+				return err
+			}
 		}
 		if err := writeFile(d, "cpu.cfs_quota_us", strconv.FormatInt(lim.cpuQuota, 10)); err != nil {
 			return err

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/moat-sandbox/moat/conformance/testenv"
 )
 
@@ -85,6 +87,18 @@ func TestLimitsAreWritten(t *testing.T) {
 		if got := string(b[:len(b)-1]); got != v {
 			t.Errorf("%s = %q, want %q", k, got, v)
 		}
+	}
+
+	// A period other than the kernel's default is written.
+	q, per := int64(25000), uint64(50000)
+	odd, err := m.Create("period", &specs.LinuxResources{CPU: &specs.LinuxCPU{Quota: &q, Period: &per}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { odd.Delete() })
+	b, err := os.ReadFile(filepath.Join(odd.ops.(*v1Leaf).ctl["cpu"], "cpu.cfs_period_us"))
+	if err != nil || string(b) != "50000\n" {
+		t.Errorf("cpu.cfs_period_us = %q, %v; want 50000", b, err)
 	}
 }
 

@@ -107,15 +107,29 @@ func (l *v2Leaf) populated() (bool, error) {
 	return ev["populated"] == 1, err
 }
 
-// stats reads the counters described on Usage. cpu.stat usage_usec is
-// there even without the cpu controller (it is a core file since 4.15).
-func (l *v2Leaf) stats() (Usage, error) {
+// stats reads the counters described on Usage; not full, only the events
+// (Leaf.Events). cpu.stat usage_usec is there even without the cpu
+// controller (it is a core file since 4.15).
+func (l *v2Leaf) stats(full bool) (Usage, error) {
 	var u Usage
 	var errs []error
 	keep := func(err error) {
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
+	}
+	if !full {
+		mev, err := readKV(l.dir, "memory.events")
+		keep(err)
+		u.OOMKills = mev["oom_kill"]
+		u.OOMKilled = u.OOMKills > 0
+		pev, err := readKV(l.dir, "pids.events")
+		keep(err)
+		u.PidsLimitHits = pev["max"]
+		if err := errors.Join(errs...); err != nil {
+			return u, fmt.Errorf("stats cgroup %s: %w", l.dir, err)
+		}
+		return u, nil
 	}
 	var err error
 	u.MemoryCurrent, err = readUint(l.dir, "memory.current")

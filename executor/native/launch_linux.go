@@ -187,7 +187,11 @@ func (p *process) Wait() (executor.ExitStatus, error) {
 	p.mu.Unlock()
 	status := exitStatus(st)
 	if p.leaf != nil {
-		u, serr := p.leaf.Stats()
+		read := p.leaf.Events // what the outcome needs
+		if p.onUsage != nil {
+			read = p.leaf.Stats
+		}
+		u, serr := read()
 		if serr == nil {
 			if u.OOMKilled {
 				status.Err = &executor.Error{Code: executor.CodeOOM,
