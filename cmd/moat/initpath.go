@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/moat-sandbox/moat/executor/native"
 	"golang.org/x/sys/unix"
@@ -39,7 +40,9 @@ const storeVar = "MOAT_SECCOMP_STORE"
 // seccompStoreDir is where moat keeps compiled seccomp programs between
 // runs (seccomp.Store): $MOAT_SECCOMP_STORE, else the user's runtime
 // directory (a tmpfs of theirs alone, emptied at logout or boot), else
-// /run/moat for root, else the user's cache directory; "" for none.
+// /run/moat for root, else the user's cache directory when their home
+// exists, else moat-<uid> in the temporary directory (which the store uses
+// only if it is this user's and private: another user cannot plant one).
 func seccompStoreDir() string {
 	if v := os.Getenv(storeVar); v != "" {
 		if v == "off" || !filepath.IsAbs(v) {
@@ -55,10 +58,14 @@ func seccompStoreDir() string {
 	if os.Geteuid() == 0 {
 		return "/run/moat/seccomp"
 	}
-	if dir, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(dir, "moat", "seccomp")
+	if home, err := os.UserHomeDir(); err == nil {
+		if fi, err := os.Stat(home); err == nil && fi.IsDir() {
+			if dir, err := os.UserCacheDir(); err == nil {
+				return filepath.Join(dir, "moat", "seccomp")
+			}
+		}
 	}
-	return ""
+	return filepath.Join(os.TempDir(), "moat-"+strconv.Itoa(os.Geteuid()), "seccomp")
 }
 
 // warnLogger writes the library's warnings (degraded limits, a cgroup that
