@@ -9,15 +9,17 @@ import (
 	"syscall"
 )
 
-// buildMoat builds ./cmd/moat into dir.
+// buildMoat builds the release binaries into dir with .ci/build-static:
+// the static moat and, next to it, the small moat-init it starts, which is
+// what a user installs (a plain `go build` would re-exec the whole moat as
+// the sandbox init and measure something slower).
 func buildMoat(dir string) (string, error) {
-	out := filepath.Join(dir, "moat")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/moat")
-	cmd.Stderr = os.Stderr
+	cmd := exec.Command(".ci/build-static", dir)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build ./cmd/moat (run from the module root, or pass -moat): %w", err)
+		return "", fmt.Errorf("build the release binaries with .ci/build-static (run from the module root, or pass -moat): %w", err)
 	}
-	return out, nil
+	return filepath.Join(dir, "moat"), nil
 }
 
 // rerunAsNobody runs this binary again as nobody (65534) on the same

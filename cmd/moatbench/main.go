@@ -8,8 +8,11 @@
 //	moatbench [-n 200] [-moat PATH] [-tools true,python3] [-rootless=true]
 //
 // As root it measures as root, then runs itself again as nobody for the
-// rootless table (-rootless=false skips that). Without -moat it builds
-// ./cmd/moat into a temporary directory (run it from the module root).
+// rootless table (-rootless=false skips that). Without -moat it builds the
+// release binaries (moat and moat-init, .ci/build-static) into a temporary
+// directory (run it from the module root). On a hybrid-cgroup host crun
+// runs from a thread whose private mount namespace hides the cgroup2 mount
+// (crun refuses that layout), as root only.
 package main
 
 import (

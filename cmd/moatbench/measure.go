@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -66,22 +67,27 @@ func measureAll(env *benchEnv, tool []string, n int) []row {
 
 func measure(r runner, tool []string, n int) row {
 	res := row{name: r.name}
-	for range 3 {
-		if _, err := once(r, tool); err != nil {
-			res.failed = err.Error()
-			return res
-		}
-	}
 	times := make([]time.Duration, 0, n)
 	var total time.Duration
-	for range n {
-		d, err := once(r, tool)
-		if err != nil {
-			res.failed = err.Error()
-			return res
+	err := onThread(r, func() error {
+		for range 3 {
+			if _, err := once(r, tool); err != nil {
+				return err
+			}
 		}
-		times = append(times, d)
-		total += d
+		for range n {
+			d, err := once(r, tool)
+			if err != nil {
+				return err
+			}
+			times = append(times, d)
+			total += d
+		}
+		return nil
+	})
+	if err != nil {
+		res.failed = err.Error()
+		return res
 	}
 	slices.Sort(times)
 	res.median = times[len(times)/2]
@@ -96,11 +102,16 @@ func measure(r runner, tool []string, n int) row {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				if _, err := once(r, tool); err != nil {
-					failure.Store(err.Error())
-					return
+			err := onThread(r, func() error {
+				for next.Add(1) <= int64(n) {
+					if _, err := once(r, tool); err != nil {
+						return err
+					}
 				}
+				return nil
+			})
+			if err != nil {
+				failure.Store(err.Error())
 			}
 		}()
 	}
@@ -110,6 +121,26 @@ func measure(r runner, tool []string, n int) row {
 		res.failed = "in parallel: " + f
 	}
 	return res
+}
+
+// onThread runs f on a goroutine locked to a fresh OS thread that r.thread
+// prepared (the commands f starts are forked from that thread and inherit
+// what it changed, such as its mount namespace); without r.thread it runs
+// f as it is. The thread is never unlocked, so the runtime discards it.
+func onThread(r runner, f func() error) error {
+	if r.thread == nil {
+		return f()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := r.thread(); err != nil {
+			errc <- err
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
 }
 
 // limited keeps the first 4 KiB written to it, for error messages.

@@ -11,12 +11,14 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// runcRunner writes an OCI bundle whose rootfs is an empty directory with
+// ociRunner writes an OCI bundle whose rootfs is an empty directory with
 // the host's /usr (and the merged-/usr links) bound read-only, the same
-// view moat and bwrap get, and runs it with `runc run`. The tool's argv is
-// fixed per bundle, so there is one bundle per tool, made on first use.
-func runcRunner(runc string, cfg *config, name string, withSeccomp bool) (runner, error) {
-	state := filepath.Join(cfg.work, fmt.Sprintf("runc-state-%d", os.Geteuid()))
+// view moat and bwrap get, and runs it with `runc run` or `crun run`
+// (runc is the OCI runtime binary, either). The tool's argv is fixed per
+// bundle, so there is one bundle per tool, made on first use. thread, when
+// set, prepares the thread the runtime is started from.
+func ociRunner(runc string, cfg *config, name string, withSeccomp bool, thread func() error) (runner, error) {
+	state := filepath.Join(cfg.work, fmt.Sprintf("%s-state-%d", filepath.Base(runc), os.Geteuid()))
 	var profile *specs.LinuxSeccomp
 	if withSeccomp {
 		pol, err := policies.Builtin("default")
@@ -32,10 +34,16 @@ func runcRunner(runc string, cfg *config, name string, withSeccomp bool) (runner
 	if err != nil {
 		return runner{}, err
 	}
-	if out, err := exec.Command(runc, "--root", state, "run", "--bundle", probe, fmt.Sprintf("moatbench-probe-%d", os.Getpid())).CombinedOutput(); err != nil {
-		return runner{}, fmt.Errorf("cannot run here: %v: %s", err, firstLine(out))
+	err = onThread(runner{thread: thread}, func() error {
+		if out, err := exec.Command(runc, "--root", state, "run", "--bundle", probe, fmt.Sprintf("moatbench-probe-%d", os.Getpid())).CombinedOutput(); err != nil {
+			return fmt.Errorf("cannot run here: %v: %s", err, firstLine(out))
+		}
+		return nil
+	})
+	if err != nil {
+		return runner{}, err
 	}
-	return runner{name: name, argv: func(t []string, id int) []string {
+	return runner{name: name, thread: thread, argv: func(t []string, id int) []string {
 		key := fmt.Sprint(t)
 		dir, ok := bundles[key]
 		if !ok {
@@ -91,7 +99,10 @@ func bundle(work, name string, args []string, profile *specs.LinuxSeccomp) (stri
 		hostID = 2000000000 // as moat maps by default (nsexec.DefaultHostID)
 	}
 	spec := specs.Spec{
-		Version: specs.Version,
+		// What every runtime here reads: crun 1.8 (Debian 12) refuses the
+		// module's newer specs.Version, and the bundle needs nothing
+		// beyond 1.0.
+		Version: "1.0.2",
 		Process: &specs.Process{
 			Args: args, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/work",
 			User:            specs.User{UID: 0, GID: 0},

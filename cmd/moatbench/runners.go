@@ -19,6 +19,9 @@ type runner struct {
 	argv func(tool []string, id int) []string
 	// files, when set, opens the descriptors passed as 3, 4, ... of one run.
 	files func() ([]*os.File, error)
+	// thread, when set, prepares the locked OS thread the runs are started
+	// from (onThread).
+	thread func() error
 }
 
 type skip struct{ name, reason string }
@@ -59,18 +62,23 @@ func prepare(cfg *config) (*benchEnv, error) {
 				}})
 		}
 	}
-	if _, err := exec.LookPath("crun"); err != nil {
-		env.skipped = append(env.skipped, skip{"crun", "not installed (on this hybrid-cgroup host it needs its cgroup2 mount hidden in a private mount namespace; not attempted)"})
-	}
-	if runc, err := exec.LookPath("runc"); err != nil {
-		env.skipped = append(env.skipped, skip{"runc", "not installed"})
-	} else {
+	for _, rt := range []string{"crun", "runc"} {
+		bin, err := exec.LookPath(rt)
+		if err != nil {
+			env.skipped = append(env.skipped, skip{rt, "not installed"})
+			continue
+		}
+		thread, why := runtimeThread(rt)
+		if why != "" {
+			env.skipped = append(env.skipped, skip{rt, why})
+			continue
+		}
 		for _, withSeccomp := range []bool{false, true} {
-			name := "runc"
+			name := rt
 			if withSeccomp {
-				name = "runc+seccomp"
+				name += "+seccomp"
 			}
-			r, err := runcRunner(runc, cfg, name, withSeccomp)
+			r, err := ociRunner(bin, cfg, name, withSeccomp, thread)
 			if err != nil {
 				env.skipped = append(env.skipped, skip{name, err.Error()})
 				continue
