@@ -61,6 +61,25 @@ func BenchmarkDispatch(b *testing.B) {
 		dispatchLoop(b, p, func() { waitPool(b, p, 2) })
 		reportPool(b, p)
 	})
+	// Two at a time (GOMAXPROCS callers on this 2-CPU host): the
+	// throughput target compares the warm pool with plain subprocesses.
+	var parFloor float64
+	b.Run("subprocess-parallel", func(b *testing.B) {
+		p, err := subprocess.New(subprocess.WithCommand("/bin/true"), subprocess.WithLedger(&ledger.Memory{}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		parFloor = parallelLoop(b, p)
+	})
+	b.Run("native-warm-parallel", func(b *testing.B) {
+		p := benchProvider(b, native.WithPool(4), native.WithInitPath(moatInit(b)))
+		waitPool(b, p, 4)
+		ns := parallelLoop(b, p)
+		if parFloor > 0 {
+			b.ReportMetric(ns/parFloor, "x-subprocess-parallel")
+		}
+		reportPool(b, p)
+	})
 	// Back to back, without waiting for the refill: the sustained rate, where
 	// the pool only helps as far as the refill keeps up.
 	b.Run("native-warm-sustained", func(b *testing.B) {
@@ -107,6 +126,26 @@ func dispatchLoop(b *testing.B, p executor.Provider, between func()) float64 {
 	if floor > 0 && ns != floor {
 		b.ReportMetric(ns/floor, "x-subprocess")
 	}
+	return ns
+}
+
+// parallelLoop runs b.N dispatches of p from GOMAXPROCS goroutines and
+// returns the wall time per dispatch (the inverse of the throughput).
+func parallelLoop(b *testing.B, p executor.Provider) float64 {
+	b.Helper()
+	req := benchRequest()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := p.Dispatch(context.Background(), req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	b.ReportMetric(1e9/ns, "dispatches/s")
 	return ns
 }
 
