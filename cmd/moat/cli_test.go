@@ -290,3 +290,13 @@ func TestRunKeepsTheSeccompProgram(t *testing.T) {
 		t.Fatalf("a run with a read-write bind above the store: %+v, still stored %v", r, programs())
 	}
 }
+
+// TestRunReportsAnOOMKill: a command killed at its memory limit exits
+// 128+SIGKILL, and the message names the command and the limit.
+func TestRunReportsAnOOMKill(t *testing.T) {
+	testenv.RequireRoot(t) // the limit needs a cgroup this user can create
+	r := moat(t, "", "run", "--memory", "32M", "--", "python3", "-c", "b = bytearray(256 << 20)")
+	if r.code != 128+int(syscall.SIGKILL) || !strings.Contains(r.stderr, "tool 'python3' was killed by the kernel at its memory limit of 33554432 bytes") {
+		t.Fatalf("got %+v, want 137 and the OOM message", r)
+	}
+}

@@ -166,7 +166,7 @@ Flags:
 func runStatus(st executor.ExitStatus, err error, stderr io.Writer) int {
 	if err != nil {
 		// The sandbox's own error says what failed and how to fix it; the
-		// provider's "tool 'run' ..." wrapping adds nothing here.
+		// provider's "tool '...' could not be set up" wrapping adds nothing here.
 		msg := error(err)
 		if e, ok := err.(*executor.Error); ok && e.Err != nil {
 			msg = e.Err

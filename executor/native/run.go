@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -52,7 +53,7 @@ func (p *Provider) Run(ctx context.Context, c *Command) (executor.ExitStatus, er
 		defer os.RemoveAll(dir)
 		workdir = dir
 	}
-	tool := "run"
+	tool := filepath.Base(c.Args[0]) // errors name the command, as a dispatch names its tool
 	proc, err := p.launcher.Launch(ctx, &executor.Launch{
 		Request: &executor.Request{Tool: tool},
 		Path:    c.Args[0], Args: c.Args[1:], Env: c.Env, Workdir: workdir,
