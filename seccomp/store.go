@@ -41,7 +41,8 @@ func (e *StoreError) Error() string {
 // short-lived process (one `moat run`) does not compile its policy's
 // filter on every start: libseccomp takes about 1.4 ms for the default
 // policy on the reference host, a sixth of a cold start. crun keeps such a
-// cache in its state directory for the same reason.
+// cache in its run directory for the same reason (/run/crun/.seccomp-cache,
+// containers/crun#1035).
 //
 // What a stored program is trusted for: it is read only from a directory
 // owned by the effective uid with no group or other access, not a symlink,
