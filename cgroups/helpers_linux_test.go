@@ -1,6 +1,7 @@
 package cgroups
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -175,6 +177,31 @@ type started struct {
 	begin time.Time
 }
 
+// lockedBuffer is a bytes.Buffer safe for exec.Cmd's copying goroutine
+// and the test reading it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // startIn starts cmd inside leaf: at clone time with CLONE_INTO_CGROUP when
 // the leaf has an fd (v2), else by Add before releasing the child, which
 // blocks reading stdin until then.
@@ -184,7 +211,17 @@ func startIn(t testing.TB, leaf *Leaf, cmd *exec.Cmd) *started {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
+	// The helper's stderr (a fork bomb's "Cannot fork" lines) goes to the
+	// test log only when the test fails: written to the test's own stderr
+	// it could split a "--- PASS" line that the VM summary looks for.
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 5 * time.Second // children that keep the pipe open do not hold Wait
+	t.Cleanup(func() {
+		if t.Failed() && stderr.Len() > 0 {
+			t.Logf("%v stderr:\n%s", cmd.Args, stderr.String())
+		}
+	})
 	fd, v2 := leaf.FD()
 	if v2 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}

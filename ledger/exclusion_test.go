@@ -193,3 +193,49 @@ func assertNoLock(t *testing.T, path string) {
 		t.Fatalf("repair lock left behind: %v", err)
 	}
 }
+
+// TestRepairWaitsForARowInFlight: a row another writer is still copying
+// is visible half written (the file grows page by page), which looks like
+// a torn tail. The repair of a new instance must wait for it (the writer
+// holds the shared flock) instead of truncating it away, as it did when a
+// slow VM made the race likely (lost rows in
+// TestConcurrentAppendsNeverInterleave).
+func TestRepairWaitsForARowInFlight(t *testing.T) {
+	first := intentFor("k-first", "a-first", 1)
+	path := writeLedger(t, intentLine(t, first))
+	inflight := intentLine(t, intentFor("k-inflight", "a-inflight", 2))
+	w, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := unix.Flock(int(w.Fd()), unix.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	half := len(inflight) / 2
+	if _, err := w.WriteString(inflight[:half]); err != nil {
+		t.Fatal(err)
+	}
+
+	l := mustOpen(t, path)
+	done := make(chan error, 1)
+	go func() { done <- l.Intent(context.Background(), intentFor("k-new", "a-new", 3)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the append went ahead while a row was in flight: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if _, err := w.WriteString(inflight[half:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(w.Fd()), unix.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	res := mustScan(t, path)
+	if len(res.Intents) != 3 || len(res.Torn) != 0 {
+		t.Fatalf("intents %d, torn %d: want the row in flight kept whole and no quarantine", len(res.Intents), len(res.Torn))
+	}
+}

@@ -21,9 +21,14 @@ import (
 // Every row is one write(2) on an O_APPEND descriptor, so rows from
 // several goroutines, instances or processes on one local file never
 // interleave (the file offset update and the write happen under the inode
-// lock; see write(2), "O_APPEND"). Prefer one writer process per file all
-// the same (effects.<worker>.jsonl, merged with Merge): neither O_APPEND
-// nor O_EXCL is dependable on network file systems.
+// lock; see write(2), "O_APPEND"). A reader, though, can see a row half
+// copied (the size grows page by page), which a repair would take for a
+// torn tail: so every instance holds a shared flock(2) on the file while
+// it has a row in flight, and a repair truncates only under the exclusive
+// one. Writers of other implementations do not take it; prefer one writer
+// process per file all the same (effects.<worker>.jsonl, merged with
+// Merge): neither O_APPEND, O_EXCL nor flock is dependable on network file
+// systems.
 //
 // Durability: a returned append survives a crash of this process. It
 // survives a power loss only with WithFsync.
@@ -38,6 +43,12 @@ type JSONL struct {
 
 	repairOnce sync.Once
 	repairErr  error
+
+	// inflight counts this instance's appends under way; the first takes
+	// the shared flock, the last releases it (flock is per open file, not
+	// per goroutine).
+	flockMu  sync.Mutex
+	inflight int
 
 	mu     sync.RWMutex // write side held only by Close
 	closed bool
@@ -123,10 +134,53 @@ func (l *JSONL) append(row []byte) error {
 	if l.repairErr != nil {
 		return fmt.Errorf("append to ledger %s: %w", l.path, l.repairErr)
 	}
-	if err := l.write(row); err != nil {
+	if err := l.share(); err != nil {
+		return fmt.Errorf("append to ledger %s: %w", l.path, err)
+	}
+	err := l.write(row)
+	l.unshare()
+	if err != nil {
 		return fmt.Errorf("append to ledger %s: %w", l.path, err)
 	}
 	return nil
+}
+
+// share takes the file's shared flock for this instance's first append in
+// flight; it waits while a repair holds the exclusive one.
+func (l *JSONL) share() error {
+	l.flockMu.Lock()
+	defer l.flockMu.Unlock()
+	if l.inflight == 0 {
+		if err := flock(l.f, unix.LOCK_SH); err != nil {
+			return err
+		}
+	}
+	l.inflight++
+	return nil
+}
+
+// unshare releases the shared flock with this instance's last append in
+// flight.
+func (l *JSONL) unshare() {
+	l.flockMu.Lock()
+	defer l.flockMu.Unlock()
+	l.inflight--
+	if l.inflight == 0 {
+		_ = flock(l.f, unix.LOCK_UN)
+	}
+}
+
+// flock applies how to f, retrying on EINTR.
+func flock(f *os.File, how int) error {
+	for {
+		err := unix.Flock(int(f.Fd()), how)
+		if !errors.Is(err, unix.EINTR) {
+			if err != nil {
+				return &os.PathError{Op: "flock", Path: f.Name(), Err: err}
+			}
+			return nil
+		}
+	}
 }
 
 // write appends b with exactly one write(2), retried only on EINTR (which

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
 )
 
 // Torn-tail repair (contract 8.5). A writer killed in the middle of an
@@ -118,8 +119,14 @@ func release(lockPath, token string) {
 }
 
 // repairHeld is the locked part. again asks the caller to take the lock
-// anew because it was stolen before the destructive step.
+// anew because it was stolen before the destructive step. It reads the
+// tail under the file's exclusive flock, so no row another instance is
+// still writing (and holds the shared flock for) looks torn.
 func (l *JSONL) repairHeld(lockPath, token string) (again bool, err error) {
+	if err := flock(l.f, unix.LOCK_EX); err != nil {
+		return false, fmt.Errorf("repair ledger %s: %w", l.path, err)
+	}
+	defer flock(l.f, unix.LOCK_UN)
 	fi, err := l.f.Stat()
 	if err != nil {
 		return false, fmt.Errorf("repair ledger %s: %w", l.path, err)

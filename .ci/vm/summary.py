@@ -91,7 +91,8 @@ def main():
                 if roots:
                     notes.append(f"{roots} need root")
             for t in REQUIRED.get(who, {}).get(name, []):
-                if not re.search(r"^\s*--- PASS: " + re.escape(t) + r" ", log, re.M):
+                # Not anchored: a child's stderr can land on the same line.
+                if not re.search(r"--- PASS: " + re.escape(t) + r" \(", log):
                     ok = False
                     notes.append(f"{t} did not pass")
             for m in re.finditer(r"^\s*--- FAIL: (\S+)", log, re.M):
