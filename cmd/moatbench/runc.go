@@ -14,11 +14,11 @@ import (
 // ociRunner writes an OCI bundle whose rootfs is an empty directory with
 // the host's /usr (and the merged-/usr links) bound read-only, the same
 // view moat and bwrap get, and runs it with `runc run` or `crun run`
-// (runc is the OCI runtime binary, either). The tool's argv is fixed per
+// (bin is either runtime's binary). The tool's argv is fixed per
 // bundle, so there is one bundle per tool, made on first use. thread, when
 // set, prepares the thread the runtime is started from.
-func ociRunner(runc string, cfg *config, name string, withSeccomp bool, thread func() error) (runner, error) {
-	state := filepath.Join(cfg.work, fmt.Sprintf("%s-state-%d", filepath.Base(runc), os.Geteuid()))
+func ociRunner(bin string, cfg *config, name string, withSeccomp bool, thread func() error) (runner, error) {
+	state := filepath.Join(cfg.work, fmt.Sprintf("%s-state-%d", filepath.Base(bin), os.Geteuid()))
 	var profile *specs.LinuxSeccomp
 	if withSeccomp {
 		pol, err := policies.Builtin("default")
@@ -28,14 +28,14 @@ func ociRunner(runc string, cfg *config, name string, withSeccomp bool, thread f
 		profile = pol.Seccomp
 	}
 	bundles := map[string]string{}
-	// Probe once with /bin/true, so a runc that cannot run here is skipped
+	// Probe once with /bin/true, so a runtime that cannot run here is skipped
 	// with its own words.
 	probe, err := bundle(cfg.work, name, []string{"/bin/true"}, profile)
 	if err != nil {
 		return runner{}, err
 	}
 	err = onThread(runner{thread: thread}, func() error {
-		if out, err := exec.Command(runc, "--root", state, "run", "--bundle", probe, fmt.Sprintf("moatbench-probe-%d", os.Getpid())).CombinedOutput(); err != nil {
+		if out, err := exec.Command(bin, "--root", state, "run", "--bundle", probe, fmt.Sprintf("moatbench-probe-%d", os.Getpid())).CombinedOutput(); err != nil {
 			return fmt.Errorf("cannot run here: %v: %s", err, firstLine(out))
 		}
 		return nil
@@ -50,7 +50,7 @@ func ociRunner(runc string, cfg *config, name string, withSeccomp bool, thread f
 			dir, _ = bundle(cfg.work, fmt.Sprintf("%s-%d", name, len(bundles)), t, profile)
 			bundles[key] = dir
 		}
-		return []string{runc, "--root", state, "run", "--bundle", dir, fmt.Sprintf("moatbench-%d-%d", os.Getpid(), id)}
+		return []string{bin, "--root", state, "run", "--bundle", dir, fmt.Sprintf("moatbench-%d-%d", os.Getpid(), id)}
 	}}, nil
 }
 

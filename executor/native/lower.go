@@ -66,7 +66,7 @@ func lower(o *options) (*launcher, executor.Config, error) {
 		tmpl.UID, tmpl.GID = pol.Identity.UID, pol.Identity.GID
 	}
 	if o.store != nil {
-		if src := storeReachable(o.store.Dir, tmpl.Mounts); src != "" {
+		if src := storeReachable(o.store, tmpl.Mounts); src != "" {
 			o.logger.Debug("seccomp program store not used: a read-write bind reaches it", "store", o.store.Dir, "bind", src)
 			o.purge, o.store = o.store, nil
 		}

@@ -10,9 +10,9 @@ import (
 // storeReachable names the first read-write mount whose source is the
 // seccomp program store or one of its ancestors: from there a sandbox could
 // write a program that a later start would load. "" when there is none.
-func storeReachable(dir string, mounts []specs.Mount) string {
+func storeReachable(store *seccomp.Store, mounts []specs.Mount) string {
 	for _, m := range mounts {
-		if slices.Contains(m.Options, "rw") && (&seccomp.Store{Dir: dir}).Under(m.Source) {
+		if slices.Contains(m.Options, "rw") && store.Under(m.Source) {
 			return m.Source
 		}
 	}
