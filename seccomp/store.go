@@ -100,6 +100,12 @@ func (s *Store) Get(profile *specs.LinuxSeccomp) (Program, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.get(key)
+}
+
+// get is Get by the key storeKey derived (a digest of the profile's JSON:
+// Program derives it once for its get and put).
+func (s *Store) get(key string) (Program, error) {
 	if err := s.checkDir(false); err != nil {
 		return nil, err
 	}
@@ -157,6 +163,10 @@ func (s *Store) Put(profile *specs.LinuxSeccomp, prog Program) error {
 	if err != nil {
 		return err
 	}
+	return s.put(key, prog)
+}
+
+func (s *Store) put(key string, prog Program) error {
 	if err := s.checkDir(true); err != nil {
 		return err
 	}
@@ -227,7 +237,11 @@ func (s *Store) Program(profile *specs.LinuxSeccomp, report func(error)) (Progra
 	if compile == nil {
 		compile = Compile
 	}
-	prog, err := s.Get(profile)
+	key, err := storeKey(profile)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := s.get(key)
 	if err == nil {
 		return prog, nil
 	}
@@ -240,7 +254,7 @@ func (s *Store) Program(profile *specs.LinuxSeccomp, report func(error)) (Progra
 		return nil, err
 	}
 	if !badDir {
-		if perr := s.Put(profile, prog); perr != nil {
+		if perr := s.put(key, prog); perr != nil {
 			report(perr)
 		}
 	}
