@@ -4,6 +4,7 @@ package nsexec
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -27,27 +28,9 @@ var (
 	rootfsErr  error
 )
 
-// rootfsProgram is a static tool for the rootfs fixture.
-const rootfsProgram = `package main
-
-import (
-	"fmt"
-	"os"
-)
-
-func main() {
-	fmt.Printf("uid %d pid %d\n", os.Getuid(), os.Getpid())
-	if err := os.WriteFile("/work/out", []byte("rootfs"), 0o644); err != nil {
-		fmt.Println("work:", err)
-		os.Exit(1)
-	}
-	if err := os.WriteFile("/x", nil, 0o644); err != nil {
-		fmt.Println("root:", err)
-	} else {
-		fmt.Println("root writable")
-	}
-}
-`
+// probeBinVar names a prebuilt static testdata/rootfsprobe binary to use
+// instead of compiling it (the VM runner builds it on the host).
+const probeBinVar = "MOAT_NSEXEC_TEST_PROBE"
 
 // testRootfs returns a tiny rootfs: a static Go program at /bin/probe, the
 // mount points, and two symlinks leaving the root (escape, relative; abs,
@@ -69,10 +52,6 @@ func testRootfs(t *testing.T) string {
 }
 
 func buildRootfs() (string, error) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		return "", err
-	}
 	dir, err := os.MkdirTemp("", "moat-nsexec-rootfs-")
 	if err != nil {
 		return "", err
@@ -86,21 +65,8 @@ func buildRootfs() (string, error) {
 			return "", err
 		}
 	}
-	src := filepath.Join(dir, "src")
-	if err := os.MkdirAll(src, 0o755); err != nil {
+	if err := installProbe(filepath.Join(root, "bin", "probe")); err != nil {
 		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module probe\n\ngo 1.22\n"), 0o644); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(rootfsProgram), 0o644); err != nil {
-		return "", err
-	}
-	cmd := exec.Command(goTool, "build", "-o", filepath.Join(root, "bin", "probe"), ".")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", &os.PathError{Op: "go build", Path: src, Err: errorString(string(out))}
 	}
 	if err := os.Symlink("../../../../../../../../../../var", filepath.Join(root, "escape")); err != nil {
 		return "", err
@@ -109,6 +75,35 @@ func buildRootfs() (string, error) {
 		return "", err
 	}
 	return root, nil
+}
+
+// installProbe puts the static probe at dst: a copy of the prebuilt one
+// named by probeBinVar, else one compiled from testdata/rootfsprobe with the
+// toolchain this test binary was built by (a missing go tool is reported as
+// fs.ErrNotExist, a capability the host lacks).
+func installProbe(dst string) error {
+	if pre := os.Getenv(probeBinVar); pre != "" {
+		b, err := os.ReadFile(pre)
+		if err != nil {
+			return fmt.Errorf("read the prebuilt probe named by %s: %v", probeBinVar, err) // not ErrNotExist: a missing file here is a broken runner, not a missing capability
+		}
+		return os.WriteFile(dst, b, 0o755)
+	}
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		return err
+	}
+	src, err := filepath.Abs(filepath.Join("testdata", "rootfsprobe"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(goTool, "build", "-o", dst, ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return &os.PathError{Op: "go build", Path: src, Err: errorString(string(out))}
+	}
+	return nil
 }
 
 type errorString string

@@ -35,12 +35,13 @@ asuser() {
 
 # watch_pkg PID IDENTITY NAME: returns when PID (a test binary) has exited
 # (bash reaps it, so kill -0 fails). One still running after
-# MOAT_VM_PKG_LIMIT seconds (its own -test.timeout should have fired by then)
+# MOAT_VM_PKG_LIMIT seconds (its own -test.timeout, which panics naming the
+# running tests, should have fired by then)
 # gets the kernel's task dump (sysrq t and w, nothing here reads the stuck
 # process's memory map, which could block too) on the console, a SIGQUIT (Go
 # prints every goroutine) and then a SIGKILL.
 watch_pkg() {
-  local pid=$1 who=$2 name=$3 n=0 limit=${MOAT_VM_PKG_LIMIT:-540} dump
+  local pid=$1 who=$2 name=$3 n=0 limit=${MOAT_VM_PKG_LIMIT:-240} dump
   # Forked now: if the whole guest wedges (no fork, no exec), this still
   # makes the kernel print every task's stack.
   (sleep "$limit" && echo 8 >/proc/sys/kernel/printk && echo w >/proc/sysrq-trigger && echo t >/proc/sysrq-trigger) &
@@ -61,33 +62,52 @@ watch_pkg() {
   kill "$dump" 2>/dev/null
 }
 
+# progress PID IDENTITY NAME LOG: copies the start and end lines of each
+# test in LOG to the console (moat-t: IDENTITY NAME: ...) until PID exits.
+# The console is read on the host as the guest goes, so when the whole VM
+# runs out of time, summary.py names the tests that were still running (the
+# share, with the logs, is not synced by then).
+progress() {
+  tail -n +1 -s 0.5 --pid="$1" -F "$4" 2>/dev/null |
+    grep --line-buffered -E '^\s*(=== RUN|--- (PASS|FAIL|SKIP))' |
+    sed -u "s/^/moat-t: $2 $3: /"
+}
+
 # Each binary runs in a session of its own (setsid): the tests signal
 # process groups, and one that reached this script's (the kernel starts
 # pid 1 in process group 0, which every child shares) stopped pid 1.
 run_all() { # run_all IDENTITY
-  local who=$1 name rel rc t0 t1 pid
+  local who=$1 name rel skip rc t0 t1 pid prog args fixtures
   mkdir -p "$res/$who"
-  while read -r name rel; do
+  while read -r name rel skip; do
     [ -n "$name" ] || continue
     cd "/moat/src/$rel" || { echo 127 >"$res/$who/$name.rc"; continue; }
+    args=(-test.v -test.count=1 "-test.timeout=${MOAT_VM_TEST_TIMEOUT:-200s}")
+    [ "${skip:--}" = - ] || args+=("-test.skip=$skip")
+    # The static probe of nsexec's rootfs fixture, built on the host.
+    fixtures=(MOAT_NSEXEC_TEST_PROBE=/moat/fixtures/rootfsprobe)
+    : >"$res/$who/$name.log"
     t0=$(date +%s.%N)
     if [ "$who" = root ]; then
       (echo "$BASHPID" >"$rootleaf/cgroup.procs" &&
-        exec setsid env -i PATH="$PATH" HOME=/root USER=root TMPDIR=/tmp GOROOT=/moat/go GOFLAGS=-mod=mod GOPROXY=off MOAT_REQUIRE_ALL=1 \
-          "/moat/bin/$name.test" -test.v -test.count=1 -test.timeout=8m) </dev/null >"$res/$who/$name.log" 2>&1 &
+        exec setsid env -i PATH="$PATH" HOME=/root USER=root TMPDIR=/tmp "${fixtures[@]}" MOAT_REQUIRE_ALL=1 \
+          "/moat/bin/$name.test" "${args[@]}") </dev/null >"$res/$who/$name.log" 2>&1 &
     else
       # Without MOAT_REQUIRE_ALL: as an ordinary user the tests that need
       # root skip; the host fails the run on any other capability skip.
       (echo "$BASHPID" >"$scope/cgroup.procs" &&
         exec setsid setpriv --reuid=1000 --regid=1000 --init-groups \
-          env -i PATH="$PATH" HOME=/home/moat USER=moat LOGNAME=moat TMPDIR=/tmp GOROOT=/moat/go GOFLAGS=-mod=mod GOPROXY=off \
-          "/moat/bin/$name.test" -test.v -test.count=1 -test.timeout=8m) </dev/null >"$res/$who/$name.log" 2>&1 &
+          env -i PATH="$PATH" HOME=/home/moat USER=moat LOGNAME=moat TMPDIR=/tmp "${fixtures[@]}" \
+          "/moat/bin/$name.test" "${args[@]}") </dev/null >"$res/$who/$name.log" 2>&1 &
     fi
     pid=$!
+    progress "$pid" "$who" "$name" "$res/$who/$name.log" &
+    prog=$!
     watch_pkg "$pid" "$who" "$name"
     wait "$pid"
     rc=$?
     t1=$(date +%s.%N)
+    wait "$prog"
     echo "$rc" >"$res/$who/$name.rc"
     awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f\n", b - a}' >"$res/$who/$name.secs"
     grep -E '^\s*--- (FAIL|SKIP)' "$res/$who/$name.log" | sed "s/^/moat-vm: $who $name: /" | head -40
@@ -147,7 +167,7 @@ setup_guest() {
   sed 's/^/moat-vm: /' "$res/facts.txt"
 }
 
-[ -f /moat/env ] && . /moat/env # MOAT_VM_WHO, MOAT_VM_PKG_LIMIT from run.sh
+[ -f /moat/env ] && . /moat/env # MOAT_VM_WHO, MOAT_VM_PKG_LIMIT, MOAT_VM_TEST_TIMEOUT from run.sh
 
 # pid 1 only supervises: the tests run in a child shell in a session of its
 # own, which powers the VM off itself when done. pid 1 (bash, holding the

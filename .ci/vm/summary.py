@@ -2,7 +2,7 @@
 """Summarises the VM run: one line per package and identity, then a closing
 'N passed, N failed' line; exits 1 if anything failed.
 
-usage: summary.py RESULTS_DIR PKGS_TXT [TIMINGS]
+usage: summary.py RESULTS_DIR PKGS_TXT CONSOLE_LOG|- [TIMINGS]
 
 A package fails when its test binary exited non-zero or left no result. As
 root the binaries ran with MOAT_REQUIRE_ALL=1, so a capability skip already
@@ -10,6 +10,10 @@ is a failure. As the ordinary user they ran without it (every test that needs
 root would fail otherwise); a capability skip there fails the package unless
 its reason is that root is needed. A few tests must have passed, so that a
 pure cgroup v2 path cannot silently stop being exercised (REQUIRED).
+
+A package with no result names the tests that were still running when the
+VM stopped: the guest copies each test's start and end lines to the console
+(moat-t: IDENTITY NAME: ...), which the host reads as the guest goes.
 """
 import os
 import re
@@ -49,10 +53,29 @@ def read(path):
         return None
 
 
+PROGRESS = re.compile(r"^moat-t: (\S+) (\S+): \s*(?:=== RUN\s+(\S+)|--- (?:PASS|FAIL|SKIP): (\S+) )")
+
+
+def running(console):
+    """(identity, package) -> the tests started and not ended, in order."""
+    live = {}
+    for line in (console or "").splitlines():
+        m = PROGRESS.match(line)
+        if not m:
+            continue
+        tests = live.setdefault((m.group(1), m.group(2)), {})
+        if m.group(3):
+            tests[m.group(3)] = True
+        else:
+            tests.pop(m.group(4), None)
+    return {k: list(v) for k, v in live.items()}
+
+
 def main():
-    results, pkgs_txt = sys.argv[1], sys.argv[2]
-    timings = sys.argv[3] if len(sys.argv) > 3 else ""
-    pkgs = [l.split() for l in open(pkgs_txt) if l.strip()]
+    results, pkgs_txt, console_log = sys.argv[1], sys.argv[2], sys.argv[3]
+    timings = sys.argv[4] if len(sys.argv) > 4 else ""
+    pkgs = [l.split()[:2] for l in open(pkgs_txt) if l.strip()]
+    live = running(read(console_log))
     facts = read(os.path.join(results, "facts.txt"))
     if facts:
         print("vm-test: guest facts")
@@ -74,11 +97,23 @@ def main():
             ok = True
             if log is None or rc is None:
                 ok = False
-                notes.append("no result (the VM stopped or timed out before this)")
+                started = live.get((who, name))
+                if started is None:
+                    notes.append("no result: the VM stopped or timed out before this package started")
+                else:
+                    # The innermost tests still running: no other running
+                    # test has one of them as its parent.
+                    leaves = [t for t in started if not any(u.startswith(t + "/") for u in started)]
+                    notes.append("no result: the VM stopped or timed out while it ran "
+                                 + (", ".join(leaves[:4]) if leaves else "no test yet (between tests)"))
                 log = log or ""
             elif rc.strip() != "0":
                 ok = False
                 notes.append(f"exit {rc.strip()}")
+                # go test's -test.timeout panic lists the tests it stopped.
+                m = re.search(r"panic: test timed out after (\S+)\s+running tests:\n((?:\t.*\n?)+)", log)
+                if m:
+                    notes.append(f"timed out after {m.group(1)} in " + ", ".join(l.strip() for l in m.group(2).splitlines()[:4]))
             np = len(re.findall(r"^\s*--- PASS", log, re.M))
             ns = len(re.findall(r"^\s*--- SKIP", log, re.M))
             nf = len(re.findall(r"^\s*--- FAIL", log, re.M))

@@ -101,7 +101,7 @@ done <"$out/pkgs.txt"
 cd /
 
 set +e
-python3 "$repo/.ci/vm/summary.py" "$out/results" "$out/pkgs.txt" "$(. /etc/os-release && echo "$PRETTY_NAME"), total $(($(date +%s) - t0)) s"
+python3 "$repo/.ci/vm/summary.py" "$out/results" "$out/pkgs.txt" - "$(. /etc/os-release && echo "$PRETTY_NAME"), total $(($(date +%s) - t0)) s"
 rc=$?
 [ "$apparmor_fail" -eq 0 ] || rc=1
 exit "$rc"
