@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 2 // 2: the wire's tasks (WithCgroupTasks)
+const ConfigVersion = 3 // 2: the wire's tasks (WithCgroupTasks); 3: its sources
 
 // Network modes.
 const (
@@ -95,6 +95,9 @@ type wire struct {
 	// Tasks is how many cgroup v1 "tasks" files the child got as
 	// descriptors 4 and up (WithCgroupTasks).
 	Tasks int `json:"tasks,omitempty"`
+	// Sources are the inodes the parent opened for Rootfs, Workdir and each
+	// of Mounts (hostpath_linux.go); the child mounts nothing else.
+	Sources sourceIDs `json:"sources"`
 }
 
 // request is the second frame of a deferred child: what the tool of this

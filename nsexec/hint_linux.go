@@ -38,6 +38,10 @@ func hintFor(step Step, errno unix.Errno) string {
 		return "the mount target is a symlink; refused"
 	case step == StepRootfs && errno == unix.ENOENT:
 		return "the rootfs directory does not exist"
+	case (step == StepBind || step == StepRootfs) && errno == unix.ESTALE:
+		return "the path was replaced (renamed over) after moat opened it; refused"
+	case (step == StepBind || step == StepRootfs) && errno == unix.ELOOP:
+		return "a component of the host path became a symlink after moat opened it; refused"
 	case step == StepBind && errno == unix.ENOENT:
 		return "the bind source does not exist on the host"
 	}

@@ -57,7 +57,8 @@ func Init() {
 type child struct {
 	sync int
 	cfg  *Config
-	drop bool // clear the supplementary groups (the parent is root)
+	srcs sourceIDs // the inodes the parent opened for cfg's host paths
+	drop bool      // clear the supplementary groups (the parent is root)
 	// deferred: stop before the exec and wait for the request (Prepare).
 	deferred bool
 	// trace: send the stage marks before the exec (WithTrace).
@@ -87,7 +88,7 @@ func (c *child) run() error {
 	if err != nil {
 		return stepErr(StepConfig, "", err.Error(), err)
 	}
-	c.cfg, c.drop, c.trace, c.deferred = w.Config, w.DropGroups, w.Trace, w.Deferred
+	c.cfg, c.drop, c.trace, c.deferred, c.srcs = w.Config, w.DropGroups, w.Trace, w.Deferred, w.Sources
 	if err := joinTasks(w.Tasks); err != nil {
 		return err
 	}

@@ -44,6 +44,29 @@ func cloneTree(dirfd int, path string, attr uint64) (int, error) {
 	return fd, nil
 }
 
+// cloneSource clones the caller's host tree at path (absolute), resolved
+// again in this mount namespace with no symlink followed in any component,
+// and only if it is the inode the parent opened (hostpath_linux.go says
+// why the child reopens it): a path swapped in between fails with ESTALE.
+func cloneSource(path string, want *fileID, attr uint64) (int, error) {
+	if want == nil {
+		return -1, unix.EPROTO // a parent of another build: mount nothing unchecked
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: noSymlinks})
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return -1, err
+	}
+	if idOf(&st) != *want {
+		return -1, unix.ESTALE
+	}
+	return cloneTree(fd, "", attr)
+}
+
 // setAttr adds attr to the mount at fd (and below it when recursive).
 func setAttr(fd int, attr uint64, recursive bool) error {
 	flags := uint(unix.AT_EMPTY_PATH)

@@ -21,6 +21,8 @@ type Process struct {
 	state *os.ProcessState
 	err   error
 
+	after func() // runs once the child was reaped (or never started)
+
 	mu       sync.Mutex
 	holds    []int // namespace descriptors kept until the tool was reaped
 	released bool
@@ -72,12 +74,18 @@ func (p *Process) own(path string, attr *os.ProcAttr, started chan<- error) {
 	runtime.LockOSThread()
 	proc, err := os.StartProcess(path, []string{InitArgv0}, attr)
 	if err != nil {
+		if p.after != nil {
+			p.after()
+		}
 		started <- err
 		return
 	}
 	p.proc = proc
 	started <- nil
 	p.state, p.err = proc.Wait()
+	if p.after != nil {
+		p.after()
+	}
 	close(p.done)
 	p.release()
 }

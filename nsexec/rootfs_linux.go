@@ -49,20 +49,20 @@ func (c *child) buildRoot() error {
 		err   error
 	)
 	if cfg.Rootfs != "" {
-		if root, err = cloneTree(unix.AT_FDCWD, cfg.Rootfs, attrRO); err != nil {
+		if root, err = cloneSource(cfg.Rootfs, c.srcs.Rootfs, attrRO); err != nil {
 			return stepErr(StepRootfs, cfg.Rootfs, "", err)
 		}
 	} else if binds, links, err = hostSources(); err != nil {
 		return err
 	}
 	if cfg.Workdir != "" {
-		tree, err := cloneTree(unix.AT_FDCWD, cfg.Workdir, attrRW)
+		tree, err := cloneSource(cfg.Workdir, c.srcs.Workdir, attrRW)
 		if err != nil {
 			return stepErr(StepBind, cfg.Workdir, "workdir", err)
 		}
 		binds = append(binds, planned{target: "/work", tree: tree, resolve: strictTarget, create: cfg.Rootfs == ""})
 	}
-	extra, err := extraSources(cfg.Mounts, cfg.Rootfs == "")
+	extra, err := extraSources(cfg.Mounts, c.srcs.Mounts, cfg.Rootfs == "")
 	if err != nil {
 		return err
 	}
@@ -167,15 +167,19 @@ func hostSources() ([]planned, [][2]string, error) {
 	return binds, links, nil
 }
 
-// extraSources clones the Config's extra binds.
-func extraSources(mounts []specs.Mount, hostMode bool) ([]planned, error) {
+// extraSources clones the Config's extra binds; ids are the inodes the
+// parent opened for their sources.
+func extraSources(mounts []specs.Mount, ids []fileID, hostMode bool) ([]planned, error) {
+	if len(ids) != len(mounts) {
+		return nil, stepErr(StepConfig, "", "the parent sent no source inode for every mount", unix.EPROTO)
+	}
 	var out []planned
-	for _, m := range mounts {
+	for i, m := range mounts {
 		attr := uint64(attrRO)
 		if slices.Contains(m.Options, "rw") {
 			attr = attrRW
 		}
-		tree, err := cloneTree(unix.AT_FDCWD, m.Source, attr)
+		tree, err := cloneSource(m.Source, &ids[i], attr)
 		if err != nil {
 			return nil, stepErr(StepBind, m.Source, "", err)
 		}

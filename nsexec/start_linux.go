@@ -43,26 +43,26 @@ func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred boo
 	if err != nil {
 		return nil, nil, err
 	}
-	if root && c.Workdir != "" {
-		// The workdir is created 0700 by its host owner; the sandbox's host id
-		// must own it to write there.
-		if err := os.Chown(c.Workdir, int(id.UID), int(id.GID)); err != nil {
-			return nil, nil, fmt.Errorf("chown sandbox workdir: %w", err)
-		}
+	paths, err := openHostPaths(c, id, root)
+	if err != nil {
+		return nil, nil, err
 	}
 	trace := o.trace != nil && !deferred
-	frame, err := encodeFrame(&wire{Config: c, DropGroups: root, Trace: trace, Deferred: deferred, Tasks: len(o.tasks)})
+	frame, err := encodeFrame(&wire{Config: c, DropGroups: root, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Sources: paths.ids})
 	if err != nil {
+		paths.giveBack(o.logger)
 		return nil, nil, err
 	}
 	sync, childEnd, err := syncPair()
 	if err != nil {
+		paths.giveBack(o.logger)
 		return nil, nil, err
 	}
 	files, closeStdio, err := stdioFiles(stdio)
 	if err != nil {
 		childEnd.Close()
 		sync.Close()
+		paths.giveBack(o.logger)
 		return nil, nil, err
 	}
 	initPath := o.initPath
@@ -74,7 +74,9 @@ func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred boo
 		Files: append(append(files, childEnd), o.tasks...), // sync at 3, tasks from 4
 		Sys:   sysProcAttr(c, id, root, o),
 	}
-	p := &Process{done: make(chan struct{})}
+	// A lent workdir is given back once the child is reaped, whichever way it
+	// ends (Process.own), before Wait returns.
+	p := &Process{done: make(chan struct{}), after: func() { paths.giveBack(o.logger) }}
 	started := make(chan error, 1)
 	t0 := monotonic()
 	go p.own(initPath, attr, started)

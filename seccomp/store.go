@@ -2,6 +2,8 @@ package seccomp
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -26,8 +28,8 @@ const compilerRevision = 1
 var ErrNotStored = errors.New("seccomp store: no program stored for this profile")
 
 // StoreError reports a store directory or a stored file that is not
-// trusted (wrong owner or mode, a symlink, a bad checksum). The program is
-// then compiled again; Path names what to remove or fix.
+// trusted (wrong owner or mode, a symlink, a bad MAC). The program is then
+// compiled again; Path names what to remove or fix.
 type StoreError struct {
 	Path   string
 	Reason string
@@ -44,43 +46,42 @@ func (e *StoreError) Error() string {
 // cache in its run directory for the same reason (/run/crun/.seccomp-cache,
 // containers/crun#1035).
 //
-// What a stored program is trusted for: it is read only from a directory
-// owned by the effective uid with no group or other access, not a symlink,
-// and only from a regular file of that owner that no one else may write,
-// opened without following symlinks. Its name binds it to the profile's
-// Digest, the libseccomp version, the architecture and compilerRevision;
-// a SHA-256 trailer over its header and body catches a torn or altered
-// file, which is then compiled again and replaced. Whoever can write into
-// the directory is this user outside any sandbox, who could as well edit
-// the policy. A sandbox must never get a writable mount at or above the
-// directory (cmd/moat does not use the store when a bind or the workdir
-// would give it one); as root the sandbox runs under another host uid, so
-// a file it managed to create there would fail the owner check anyway.
+// A stored program is loaded only if it carries an HMAC-SHA256 under the
+// store's key, a random 32-byte file in the directory that only this uid
+// can read. So the store is safe only for a uid that no untrusted code runs
+// as: a root process whose sandboxes run under other host ids, which can
+// neither read the key nor forge a MAC, whatever they can write (issue 13,
+// item 1). A sandbox that runs as its caller's uid (rootless) could read
+// the key through any bind that reaches it; executor/native therefore uses
+// a store only as root.
+//
+// Beyond the MAC, nothing untrusted is even opened: the directory is
+// resolved with no symlink in any component (openat2 RESOLVE_NO_SYMLINKS)
+// and must be owned by the effective uid with mode exactly 0700; the key
+// and every program must be regular files of that owner, mode exactly
+// 0600, with one link, opened beneath that directory's descriptor without
+// following symlinks. A file's name binds it to the profile's Digest, the
+// libseccomp version, the architecture, compilerRevision and the file
+// format. Anything else is compiled again and reported; a directory that
+// fails a check is neither read nor written.
 type Store struct {
 	Dir string
 
 	compile func(*specs.LinuxSeccomp) (Program, error) // Compile unless a test swaps it
 }
 
-// Under reports whether the store directory is path or lies below it, so
-// that a writable mount of path would let a sandbox write programs into
-// the store. Paths are compared resolved, when they resolve.
-func (s *Store) Under(path string) bool {
-	resolve := func(p string) string {
-		if abs, err := filepath.Abs(p); err == nil {
-			p = abs
-		}
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return r
-		}
-		return filepath.Clean(p)
-	}
-	path, dir := resolve(path), resolve(s.Dir)
-	return dir == path || path == "/" || strings.HasPrefix(dir, path+"/")
-}
-
 // storeMagic starts every stored file; the key follows on the same line.
-const storeMagic = "moat-seccomp-program/1 "
+const storeMagic = "moat-seccomp-program/2 "
+
+// keyFile holds the store's MAC key, keySize random bytes.
+const (
+	keyFile = "key"
+	keySize = 32
+)
+
+// noSymlinks resolves the store's path following no symlink, nor a /proc
+// magic link, in any component.
+const noSymlinks = unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
 // storeKey names the file of profile's program.
 func storeKey(profile *specs.LinuxSeccomp) (string, error) {
@@ -88,13 +89,13 @@ func storeKey(profile *specs.LinuxSeccomp) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "compiler %d\n%s\nlibseccomp %s\narch %s\n",
-		compilerRevision, digest, LibraryVersion(), runtime.GOARCH))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%scompiler %d\n%s\nlibseccomp %s\narch %s\n",
+		storeMagic, compilerRevision, digest, LibraryVersion(), runtime.GOARCH))
 	return hex.EncodeToString(sum[:]), nil
 }
 
 // Get returns the program stored for profile: ErrNotStored when there is
-// none, a *StoreError when the directory or the file is not trusted.
+// none, a *StoreError when the directory or a file is not trusted.
 func (s *Store) Get(profile *specs.LinuxSeccomp) (Program, error) {
 	key, err := storeKey(profile)
 	if err != nil {
@@ -106,11 +107,103 @@ func (s *Store) Get(profile *specs.LinuxSeccomp) (Program, error) {
 // get is Get by the key storeKey derived (a digest of the profile's JSON:
 // Program derives it once for its get and put).
 func (s *Store) get(key string) (Program, error) {
-	if err := s.checkDir(false); err != nil {
+	dir, err := s.openDir(false)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dir)
+	mac, err := s.readKey(dir)
+	if err != nil {
+		return nil, err
+	}
+	header := storeMagic + key + "\n"
+	b, err := s.readFile(dir, key+".bpf", int64(len(header)+unix.BPF_MAXINSNS*instructionSize+sha256.Size))
+	if err != nil {
 		return nil, err
 	}
 	path := filepath.Join(s.Dir, key+".bpf")
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if len(b) < len(header)+sha256.Size || !bytes.HasPrefix(b, []byte(header)) {
+		return nil, &StoreError{Path: path, Reason: "header does not match its name"}
+	}
+	body, trailer := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
+	if !hmac.Equal(sum(mac, body), trailer) {
+		return nil, &StoreError{Path: path, Reason: "MAC mismatch (torn, altered or not written by this store)"}
+	}
+	prog, err := ParseProgram(body[len(header):])
+	if err != nil {
+		return nil, &StoreError{Path: path, Reason: err.Error()}
+	}
+	return prog, nil
+}
+
+func sum(key, body []byte) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+// Put stores prog as the program of profile: written to a temporary file
+// and renamed, so a reader sees the whole file or none.
+func (s *Store) Put(profile *specs.LinuxSeccomp, prog Program) error {
+	key, err := storeKey(profile)
+	if err != nil {
+		return err
+	}
+	return s.put(key, prog)
+}
+
+func (s *Store) put(key string, prog Program) error {
+	dir, err := s.openDir(true)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	mac, err := s.readKey(dir)
+	if errors.Is(err, ErrNotStored) {
+		mac, err = s.makeKey(dir)
+	}
+	if err != nil {
+		return err
+	}
+	raw, err := prog.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	b := append([]byte(storeMagic+key+"\n"), raw...)
+	b = append(b, sum(mac, b)...)
+	return s.writeFile(dir, key+".bpf", b, false)
+}
+
+// makeKey creates the store's key, or reads the one a concurrent process
+// created first.
+func (s *Store) makeKey(dir int) ([]byte, error) {
+	k := make([]byte, keySize)
+	if _, err := rand.Read(k); err != nil {
+		return nil, fmt.Errorf("seccomp store: key: %w", err)
+	}
+	if err := s.writeFile(dir, keyFile, k, true); err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, err
+	}
+	return s.readKey(dir)
+}
+
+// readKey reads the store's key: ErrNotStored when there is none yet.
+func (s *Store) readKey(dir int) ([]byte, error) {
+	k, err := s.readFile(dir, keyFile, keySize)
+	if err != nil {
+		return nil, err
+	}
+	if len(k) != keySize {
+		return nil, &StoreError{Path: filepath.Join(s.Dir, keyFile), Reason: fmt.Sprintf("%d bytes, want %d", len(k), keySize)}
+	}
+	return k, nil
+}
+
+// readFile reads name beneath dir after checking it is a regular file of
+// ours, mode 0600, with one link and at most limit bytes.
+func (s *Store) readFile(dir int, name string, limit int64) ([]byte, error) {
+	path := filepath.Join(s.Dir, name)
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, ErrNotStored
 	}
@@ -126,102 +219,120 @@ func (s *Store) get(key string) (Program, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("seccomp store: stat %s: %w", path, err)
 	}
-	header := storeMagic + key + "\n"
-	limit := int64(len(header) + unix.BPF_MAXINSNS*instructionSize + sha256.Size)
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return nil, &StoreError{Path: path, Reason: "is not a regular file"}
 	case int(st.Uid) != os.Geteuid():
 		return nil, &StoreError{Path: path, Reason: fmt.Sprintf("is owned by uid %d, not %d", st.Uid, os.Geteuid())}
-	case st.Mode&0o022 != 0:
-		return nil, &StoreError{Path: path, Reason: fmt.Sprintf("mode %#o lets others write it", st.Mode&0o777)}
+	case st.Mode&0o7777 != 0o600:
+		return nil, &StoreError{Path: path, Reason: fmt.Sprintf("mode %#o, want exactly 0600", st.Mode&0o7777)}
+	case st.Nlink != 1:
+		return nil, &StoreError{Path: path, Reason: fmt.Sprintf("has %d links, want 1", st.Nlink)}
 	case st.Size > limit:
-		return nil, &StoreError{Path: path, Reason: fmt.Sprintf("%d bytes is more than a program can be", st.Size)}
+		return nil, &StoreError{Path: path, Reason: fmt.Sprintf("%d bytes is more than it can be", st.Size)}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("seccomp store: read %s: %w", path, err)
 	}
-	if len(b) < len(header)+sha256.Size || !bytes.HasPrefix(b, []byte(header)) {
-		return nil, &StoreError{Path: path, Reason: "header does not match its name"}
-	}
-	body, trailer := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
-	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], trailer) {
-		return nil, &StoreError{Path: path, Reason: "checksum mismatch (torn or altered)"}
-	}
-	prog, err := ParseProgram(body[len(header):])
-	if err != nil {
-		return nil, &StoreError{Path: path, Reason: err.Error()}
-	}
-	return prog, nil
+	return b, nil
 }
 
-// Put stores prog as the program of profile: written to a temporary file
-// and renamed, so a reader sees the whole file or none.
-func (s *Store) Put(profile *specs.LinuxSeccomp, prog Program) error {
-	key, err := storeKey(profile)
+// writeFile writes b to a fresh temporary file beneath dir and renames it
+// to name; with noReplace an existing name is kept (EEXIST).
+func (s *Store) writeFile(dir int, name string, b []byte, noReplace bool) error {
+	var r [8]byte
+	rand.Read(r[:])
+	tmp := ".put-" + hex.EncodeToString(r[:])
+	fd, err := unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return err
+		return fmt.Errorf("seccomp store: create %s: %w", filepath.Join(s.Dir, tmp), err)
 	}
-	return s.put(key, prog)
-}
-
-func (s *Store) put(key string, prog Program) error {
-	if err := s.checkDir(true); err != nil {
-		return err
+	f := os.NewFile(uintptr(fd), tmp)
+	err = unix.Fchmod(fd, 0o600) // exactly, whatever the umask
+	if err == nil {
+		_, err = f.Write(b)
 	}
-	raw, err := prog.MarshalBinary()
-	if err != nil {
-		return err
-	}
-	b := append([]byte(storeMagic+key+"\n"), raw...)
-	sum := sha256.Sum256(b)
-	b = append(b, sum[:]...)
-	tmp, err := os.CreateTemp(s.Dir, ".put-*") // 0600
-	if err != nil {
-		return fmt.Errorf("seccomp store: %w", err)
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(s.Dir, key+".bpf"))
+		var flags uint
+		if noReplace {
+			flags = unix.RENAME_NOREPLACE
+		}
+		err = unix.Renameat2(dir, tmp, dir, name, flags)
 	}
 	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("seccomp store: %w", err)
+		unix.Unlinkat(dir, tmp, 0)
+		if errors.Is(err, unix.EEXIST) {
+			return err
+		}
+		return fmt.Errorf("seccomp store: write %s: %w", filepath.Join(s.Dir, name), err)
 	}
 	return nil
 }
 
-// checkDir makes sure the directory is this user's alone, creating it
-// (0700) when create is set.
-func (s *Store) checkDir(create bool) error {
+// openDir opens the store directory, resolved with no symlink in any
+// component, and checks it is this uid's alone (mode exactly 0700),
+// creating it and its missing parents (0700) when create is set.
+func (s *Store) openDir(create bool) (int, error) {
 	if s.Dir == "" || !filepath.IsAbs(s.Dir) {
-		return &StoreError{Path: s.Dir, Reason: "the store directory must be an absolute path"}
+		return -1, &StoreError{Path: s.Dir, Reason: "the store directory must be an absolute path"}
 	}
-	if create {
-		if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-			return fmt.Errorf("seccomp store: %w", err)
-		}
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(s.Dir, &st); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return ErrNotStored
-		}
-		return fmt.Errorf("seccomp store: %s: %w", s.Dir, err)
+	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: noSymlinks}
+	fd, err := unix.Openat2(unix.AT_FDCWD, s.Dir, how)
+	if errors.Is(err, unix.ENOENT) && create {
+		fd, err = mkdirAll(s.Dir)
 	}
 	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return &StoreError{Path: s.Dir, Reason: "is not a directory (or is a symlink)"}
-	case int(st.Uid) != os.Geteuid():
-		return &StoreError{Path: s.Dir, Reason: fmt.Sprintf("is owned by uid %d, not %d", st.Uid, os.Geteuid())}
-	case st.Mode&0o077 != 0:
-		return &StoreError{Path: s.Dir, Reason: fmt.Sprintf("mode %#o gives others access; want 0700", st.Mode&0o777)}
+	case errors.Is(err, unix.ENOENT):
+		return -1, ErrNotStored
+	case errors.Is(err, unix.ELOOP):
+		return -1, &StoreError{Path: s.Dir, Reason: "a component of the path is a symlink"}
+	case errors.Is(err, unix.ENOTDIR):
+		return -1, &StoreError{Path: s.Dir, Reason: "is not a directory"}
+	case err != nil:
+		return -1, fmt.Errorf("seccomp store: %s: %w", s.Dir, err)
 	}
-	return nil
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("seccomp store: %s: %w", s.Dir, err)
+	}
+	switch {
+	case int(st.Uid) != os.Geteuid():
+		err = &StoreError{Path: s.Dir, Reason: fmt.Sprintf("is owned by uid %d, not %d", st.Uid, os.Geteuid())}
+	case st.Mode&0o7777 != 0o700:
+		err = &StoreError{Path: s.Dir, Reason: fmt.Sprintf("mode %#o, want exactly 0700", st.Mode&0o7777)}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// mkdirAll creates path's missing components (0700) one at a time beneath
+// the previous one's descriptor, following no symlink, and opens the last.
+func mkdirAll(path string) (int, error) {
+	dir, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	for _, part := range strings.Split(strings.Trim(filepath.Clean(path), "/"), "/") {
+		if err := unix.Mkdirat(dir, part, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			unix.Close(dir)
+			return -1, err
+		}
+		next, err := unix.Openat2(dir, part, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: noSymlinks})
+		unix.Close(dir)
+		if err != nil {
+			return -1, err
+		}
+		dir = next
+	}
+	return dir, nil
 }
 
 // Program returns the stored program for profile, or compiles it and
@@ -246,7 +357,8 @@ func (s *Store) Program(profile *specs.LinuxSeccomp, report func(error)) (Progra
 		return prog, nil
 	}
 	var se *StoreError
-	badDir := errors.As(err, &se) && se.Path == s.Dir
+	// A directory or key that fails a check is not written either.
+	badDir := errors.As(err, &se) && (se.Path == s.Dir || se.Path == filepath.Join(s.Dir, keyFile))
 	if !errors.Is(err, ErrNotStored) {
 		report(err)
 	}
@@ -259,29 +371,4 @@ func (s *Store) Program(profile *specs.LinuxSeccomp, report func(error)) (Progra
 		}
 	}
 	return prog, nil
-}
-
-// Clear removes every stored program (and any leftover temporary file),
-// for a store that a sandbox could write into: what it left there must not
-// be loaded by a later start. A missing directory is already clear.
-func (s *Store) Clear() error {
-	entries, err := os.ReadDir(s.Dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("seccomp store: clear: %w", err)
-	}
-	var errs []error
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".bpf") || strings.HasPrefix(e.Name(), ".put-") {
-			if err := os.RemoveAll(filepath.Join(s.Dir, e.Name())); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("seccomp store: clear: %w", err)
-	}
-	return nil
 }

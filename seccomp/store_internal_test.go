@@ -1,9 +1,12 @@
 package seccomp
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -127,12 +130,79 @@ func TestStoreRefusesWhatItCannotTrust(t *testing.T) {
 			t.Fatal("the store changed a directory it does not trust")
 		}
 	})
+	t.Run("exact-mode", func(t *testing.T) {
+		// The issue 13 reproduction made the store 0500 so it could not be
+		// emptied; any mode but 0700 is refused and nothing is written.
+		s, prog := fresh(t)
+		os.Chmod(s.Dir, 0o500)
+		t.Cleanup(func() { os.Chmod(s.Dir, 0o700) })
+		reload(t, s, prog)
+		if fi, _ := os.Stat(s.Dir); fi.Mode().Perm() != 0o500 {
+			t.Fatal("the store changed a directory it does not trust")
+		}
+	})
+	t.Run("forged-checksum", func(t *testing.T) {
+		// An allow-all program with a valid header and a SHA-256 trailer,
+		// as a sandbox can compute one: without the key it is refused.
+		s, prog := fresh(t)
+		path := storeFile(t, s, p)
+		key := strings.TrimSuffix(filepath.Base(path), ".bpf")
+		raw, _ := Program{{Code: 6, K: 0x7fff0000}}.MarshalBinary()
+		body := append([]byte(storeMagic+key+"\n"), raw...)
+		sum := sha256.Sum256(body)
+		os.WriteFile(path, append(body, sum[:]...), 0o600)
+		reload(t, s, prog)
+	})
+	t.Run("other-key", func(t *testing.T) {
+		s, prog := fresh(t)
+		os.WriteFile(filepath.Join(s.Dir, keyFile), bytes.Repeat([]byte{7}, keySize), 0o600)
+		var calls atomic.Int32
+		var reported error
+		got, err := counting(s.Dir, &calls).Program(p, func(err error) { reported = err })
+		if err != nil || calls.Load() != 1 || reported == nil || !strings.Contains(reported.Error(), "MAC mismatch") || !equal(got, prog) {
+			t.Fatalf("under another key: %v, %d compiles, report %v", err, calls.Load(), reported)
+		}
+	})
+	t.Run("hardlink", func(t *testing.T) {
+		s, prog := fresh(t)
+		os.Link(storeFile(t, s, p), filepath.Join(s.Dir, "other"))
+		reload(t, s, prog)
+	})
+	t.Run("key-mode", func(t *testing.T) {
+		s, prog := fresh(t)
+		os.Chmod(filepath.Join(s.Dir, keyFile), 0o644)
+		reload(t, s, prog)
+	})
+	t.Run("symlink-in-path", func(t *testing.T) {
+		// Not yet created, with a symlink in its path: nothing is created
+		// where the link points, nothing read through it.
+		top := t.TempDir()
+		target := filepath.Join(top, "target")
+		os.Mkdir(target, 0o700)
+		os.Symlink(target, filepath.Join(top, "link"))
+		s := &Store{Dir: filepath.Join(top, "link", "store")}
+		var calls atomic.Int32
+		var reported error
+		if _, err := counting(s.Dir, &calls).Program(p, func(err error) { reported = err }); err != nil || calls.Load() != 1 {
+			t.Fatalf("%v, %d compiles", err, calls.Load())
+		}
+		var se *StoreError
+		if !errors.As(reported, &se) || !strings.Contains(se.Reason, "symlink") {
+			t.Fatalf("reported %v, want a StoreError naming the symlink", reported)
+		}
+		if _, err := os.Lstat(filepath.Join(target, "store")); !os.IsNotExist(err) {
+			t.Fatalf("the store was created through the symlink: %v", err)
+		}
+	})
 	t.Run("relative-directory", func(t *testing.T) {
 		var se *StoreError
 		if _, err := (&Store{Dir: "rel"}).Get(p); !errors.As(err, &se) {
 			t.Fatalf("got %v, want a StoreError", err)
 		}
 	})
+	if os.Geteuid() == 0 && !t.Failed() {
+		testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) // and as nobody
+	}
 }
 
 // TestStoreRefusesAnotherOwner: a file made by another uid (a sandbox of

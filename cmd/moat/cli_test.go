@@ -267,12 +267,16 @@ func TestDoctorJSONMatchesTheHost(t *testing.T) {
 	fmt.Fprint(io.Discard, r.stderr)
 }
 
-// TestRunKeepsTheSeccompProgram: moat run stores its policy's compiled
-// filter where MOAT_SECCOMP_STORE says (or not at all with "off"), and
-// empties that store after a run whose read-write bind reached it.
+// TestRunKeepsTheSeccompProgram: as root, moat run stores its policy's
+// compiled filter where MOAT_SECCOMP_STORE says (or not at all with "off");
+// rootless it keeps none (a sandbox there is the caller's uid and could
+// forge one). A run whose read-write bind reaches the store, and whose tool
+// overwrites and swaps what it can there (issue 13 item 1), decides nothing
+// for the next run: that one still runs under the filter.
 func TestRunKeepsTheSeccompProgram(t *testing.T) {
+	bothIdentities(t)
 	top := t.TempDir()
-	os.Chmod(top, 0o755)
+	os.Chmod(top, 0o777)
 	store := filepath.Join(top, "store")
 	programs := func() []string {
 		files, _ := filepath.Glob(filepath.Join(store, "*.bpf"))
@@ -283,11 +287,21 @@ func TestRunKeepsTheSeccompProgram(t *testing.T) {
 		t.Fatalf("with the store off: %+v, stored %v", r, programs())
 	}
 	t.Setenv(storeVar, store)
-	if r := moat(t, "", "run", "--", "/bin/true"); r.code != 0 || len(programs()) != 1 {
-		t.Fatalf("first run: %+v, stored %v, want one program", r, programs())
+	want := 1
+	if os.Geteuid() != 0 {
+		want = 0
 	}
-	if r := moat(t, "", "run", "--bind", top+":/x:rw", "--", "/bin/true"); r.code != 0 || len(programs()) != 0 {
-		t.Fatalf("a run with a read-write bind above the store: %+v, still stored %v", r, programs())
+	if r := moat(t, "", "run", "--", "/bin/true"); r.code != 0 || len(programs()) != want {
+		t.Fatalf("first run: %+v, stored %v, want %d programs", r, programs(), want)
+	}
+	poison := `for f in /x/store/*; do printf forged > "$f"; done 2>/dev/null; ` +
+		`mv /x/store /x/old; mkdir -m 700 /x/store; cp -p /x/old/* /x/store/ 2>/dev/null; chmod 500 /x/store; true`
+	if r := moat(t, "", "run", "--bind", top+":/x:rw", "--", "/bin/sh", "-c", poison); r.code != 0 {
+		t.Fatalf("the poisoning run: %+v", r)
+	}
+	r := moat(t, "", "run", "--", "/bin/sh", "-c", "unshare -Ur id -u 2>/dev/null || echo denied")
+	if r.code != 0 || r.stdout != "denied\n" {
+		t.Fatalf("the run after a poisoned store: %+v, want the filter to deny unshare", r)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/moat-sandbox/moat/executor/native"
 	"golang.org/x/sys/unix"
@@ -38,34 +37,22 @@ func sandboxOptions() []native.Option {
 const storeVar = "MOAT_SECCOMP_STORE"
 
 // seccompStoreDir is where moat keeps compiled seccomp programs between
-// runs (seccomp.Store): $MOAT_SECCOMP_STORE, else the user's runtime
-// directory (a tmpfs of theirs alone, emptied at logout or boot), else
-// /run/moat for root, else the user's cache directory when their home
-// exists, else moat-<uid> in the temporary directory (which the store uses
-// only if it is this user's and private: another user cannot plant one).
+// runs (seccomp.Store): $MOAT_SECCOMP_STORE, else /run/moat/seccomp. Only
+// root keeps them: its sandboxes run under another host uid and cannot read
+// the store's MAC key. A rootless sandbox is the caller's own uid and could
+// forge a program for a later run, so rootless moat compiles on every run
+// (native.WithSeccompStore ignores a store there too).
 func seccompStoreDir() string {
+	if os.Geteuid() != 0 {
+		return ""
+	}
 	if v := os.Getenv(storeVar); v != "" {
 		if v == "off" || !filepath.IsAbs(v) {
 			return ""
 		}
 		return v
 	}
-	if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
-		if fi, err := os.Stat(rt); err == nil && fi.IsDir() {
-			return filepath.Join(rt, "moat", "seccomp")
-		}
-	}
-	if os.Geteuid() == 0 {
-		return "/run/moat/seccomp"
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		if fi, err := os.Stat(home); err == nil && fi.IsDir() {
-			if dir, err := os.UserCacheDir(); err == nil {
-				return filepath.Join(dir, "moat", "seccomp")
-			}
-		}
-	}
-	return filepath.Join(os.TempDir(), "moat-"+strconv.Itoa(os.Geteuid()), "seccomp")
+	return "/run/moat/seccomp"
 }
 
 // warnLogger writes the library's warnings (degraded limits, a cgroup that

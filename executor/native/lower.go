@@ -65,11 +65,11 @@ func lower(o *options) (*launcher, executor.Config, error) {
 	if pol.Identity != nil {
 		tmpl.UID, tmpl.GID = pol.Identity.UID, pol.Identity.GID
 	}
-	if o.store != nil {
-		if src := storeReachable(o.store, tmpl.Mounts); src != "" {
-			o.logger.Debug("seccomp program store not used: a read-write bind reaches it", "store", o.store.Dir, "bind", src)
-			o.purge, o.store = o.store, nil
-		}
+	if o.store != nil && os.Geteuid() != 0 {
+		// A rootless sandbox runs as our own uid: it could read the store's
+		// key through a bind and forge what a later run loads.
+		o.logger.Debug("seccomp program store not used: rootless, a sandbox could read its key", "store", o.store.Dir)
+		o.store = nil
 	}
 	if pol.Seccomp != nil {
 		// Fail closed: a policy that asks for seccomp never runs without it.

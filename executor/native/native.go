@@ -28,8 +28,6 @@ type Provider struct {
 	pipeline *executor.Pipeline
 	launcher *launcher
 	native   *executor.NativeIsolation
-	store    *seccomp.Store // nil when not used
-	purge    *seccomp.Store // a store the sandboxes could write: emptied on Close
 }
 
 // Option configures a Provider.
@@ -50,16 +48,17 @@ type options struct {
 	poolSize   int
 	poolIdle   time.Duration
 	store      *seccomp.Store
-	purge      *seccomp.Store // reachable from a sandbox: emptied on Close
 }
 
 // WithSeccompStore keeps the policy's compiled seccomp program in dir
 // across processes (seccomp.Store says what makes a stored program
-// trusted), so a short-lived process skips libseccomp's compile. dir must
-// be private to this user and never reachable read-write from a sandbox:
-// no WithBinds source and no workdir at or above it: a read-write bind that
-// reaches it turns the store off and empties it on Close, and a Run whose
-// workdir contains it empties it afterwards. An empty dir turns it off.
+// trusted), so a short-lived process skips libseccomp's compile. It is
+// used only when the provider runs as root, whose sandboxes run under
+// another host uid and so can never read the store's MAC key, whatever
+// they may write; rootless, a sandbox is the caller's own uid and could
+// forge a program for a later run, so the option is then ignored and each
+// process compiles (about 1.4 ms for the default policy). An empty dir
+// turns it off.
 func WithSeccompStore(dir string) Option {
 	return func(o *options) {
 		o.store = nil
@@ -213,7 +212,7 @@ func New(opts ...Option) (*Provider, error) {
 		rc := p.Config()
 		l.pool = newPool(l, o.poolSize, o.poolIdle, rc.WorkdirBase, []string{rc.WorkdirPrefix, runWorkdirPrefix})
 	}
-	return &Provider{pipeline: p, launcher: l, native: attest(l, o.policy, o.hostID), store: o.store, purge: o.purge}, nil
+	return &Provider{pipeline: p, launcher: l, native: attest(l, o.policy, o.hostID)}, nil
 }
 
 // Dispatch runs one tool call in a fresh sandbox.
@@ -240,11 +239,6 @@ func (p *Provider) PoolStats() PoolStats {
 func (p *Provider) Close() error {
 	if p.launcher.pool != nil {
 		p.launcher.pool.close()
-	}
-	if p.purge != nil {
-		// A sandbox of this provider could write into the store through a
-		// read-write bind; nothing it left there may be loaded later.
-		p.clearStore(p.purge)
 	}
 	if p.launcher.ownCgroups && p.launcher.cgroups != nil {
 		return p.launcher.cgroups.Close()

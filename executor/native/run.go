@@ -39,11 +39,6 @@ func (p *Provider) Run(ctx context.Context, c *Command) (executor.ExitStatus, er
 		return executor.ExitStatus{}, &executor.Error{Code: executor.CodeConfig, Message: "run: no command given"}
 	}
 	workdir := c.Workdir
-	if workdir != "" && p.store != nil && p.store.Under(workdir) {
-		// The sandbox can write into the seccomp program store through its
-		// workdir: nothing it leaves there may be loaded by a later start.
-		defer p.clearStore(p.store)
-	}
 	if workdir == "" {
 		dir, err := os.MkdirTemp(cfg.WorkdirBase, "moat-run-")
 		if err != nil {

@@ -1,0 +1,255 @@
+//go:build linux
+
+package nsexec
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// The hostile tests of issue 13 item 2: what moat does on the host with a
+// caller's paths. Each runs as root and again as nobody.
+
+// ownerMode is what a path's inode looked like.
+type ownerMode struct {
+	ino, uid, gid, mode uint64
+}
+
+func statOf(t *testing.T, path string) ownerMode {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return ownerMode{st.Ino, uint64(st.Uid), uint64(st.Gid), uint64(st.Mode)}
+}
+
+// plant runs a sandbox that leaves a symlink named name in its workdir,
+// pointing at target on the host, as a hostile tool of an earlier run would.
+func plant(t *testing.T, name, target string) string {
+	t.Helper()
+	cfg := shell(t, "ln -s "+target+" /work/"+name)
+	os.Chmod(cfg.Workdir, 0o755) // the next run's caller walks through it
+	mustRun(t, cfg)
+	return filepath.Join(cfg.Workdir, name)
+}
+
+func TestWorkdirSymlinkPlantedAsLastComponentRefused(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		target := t.TempDir() // the caller's: what the link would hand over
+		os.WriteFile(filepath.Join(target, "deploy.sh"), []byte("#!/bin/sh\n"), 0o755)
+		before := statOf(t, target)
+		link := plant(t, "evil", target)
+
+		cfg := shell(t, "echo pwned > /work/deploy.sh; chmod 777 /work")
+		cfg.Workdir = link
+		_, err := run(t, cfg)
+		se := setupErr(t, err, StepBind, unix.ELOOP)
+		if se.Path != link || se.Hint == "" {
+			t.Fatalf("error names %q (hint %q), want the link %q and a fix", se.Path, se.Hint, link)
+		}
+		if after := statOf(t, target); after != before {
+			t.Fatalf("the link's target changed: %+v, was %+v", after, before)
+		}
+		if b, _ := os.ReadFile(filepath.Join(target, "deploy.sh")); string(b) != "#!/bin/sh\n" {
+			t.Fatalf("deploy.sh was rewritten: %q", b)
+		}
+	})
+}
+
+func TestBindSourceSymlinkPlantedInParentRefused(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		secret := t.TempDir()
+		os.Mkdir(filepath.Join(secret, "data"), 0o755)
+		os.WriteFile(filepath.Join(secret, "data", "key"), []byte("secret"), 0o644)
+		link := plant(t, "proj", secret) // the caller means <workdir>/proj/data
+		for _, opt := range []string{"ro", "rw"} {
+			cfg := shell(t, "cat /src/key")
+			cfg.Mounts = []specs.Mount{{Source: filepath.Join(link, "data"), Destination: "/src", Options: []string{opt}}}
+			r, err := run(t, cfg)
+			if err == nil {
+				t.Fatalf("%s bind through a planted symlink ran: %q", opt, r.stdout)
+			}
+			if se := setupErr(t, err, StepBind, unix.ELOOP); se.Detail == "" || !bytes.Contains([]byte(se.Detail), []byte(link)) {
+				t.Fatalf("error does not name the symlink %s: %v", link, err)
+			}
+		}
+	})
+}
+
+func TestRootfsSymlinkInPathRefused(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		dir := t.TempDir()
+		os.Symlink("/", filepath.Join(dir, "root"))
+		_, err := run(t, &Config{Rootfs: filepath.Join(dir, "root"), Args: []string{"/bin/true"}})
+		setupErr(t, err, StepRootfs, unix.ELOOP)
+	})
+}
+
+// TestSourceReplacedAfterOpenRefused is the racing variant: the child
+// mounts only the inode the parent opened, so a source renamed over between
+// the parent's open and the child's is refused.
+func TestSourceReplacedAfterOpenRefused(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		dir := t.TempDir()
+		var st unix.Stat_t
+		if err := unix.Stat(dir, &st); err != nil {
+			t.Fatal(err)
+		}
+		other := fileID{Dev: st.Dev, Ino: st.Ino + 1}
+		if _, err := cloneSource(dir, &other, attrRO); err != unix.ESTALE {
+			t.Fatalf("cloneSource of another inode: %v, want ESTALE", err)
+		}
+		if _, err := cloneSource(dir, nil, attrRO); err != unix.EPROTO {
+			t.Fatalf("cloneSource without the parent's inode: %v, want EPROTO", err)
+		}
+	})
+}
+
+// TestWorkdirLentAndGivenBack is the launcher case: a fresh, empty 0700
+// workdir of the caller's. As root the sandbox's host id gets it for the
+// run; afterwards it has the owner, mode and ACLs it had, whatever the tool
+// did to it. Rootless nothing is lent.
+func TestWorkdirLentAndGivenBack(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		cfg := shell(t, "echo out > /work/result && chmod 6777 /work && "+
+			"(python3 -c 'import os,sys; os.setxattr(\"/work\", \"system.posix_acl_default\", bytes.fromhex(sys.argv[1]))' "+aclHex(1000)+" 2>/dev/null; true) && echo ok")
+		before := statOf(t, cfg.Workdir)
+		r := mustRun(t, cfg)
+		if r.stdout != "ok\n" {
+			t.Fatalf("got %q %q", r.stdout, r.stderr)
+		}
+		after := statOf(t, cfg.Workdir)
+		if os.Geteuid() == 0 && after != before {
+			t.Fatalf("workdir left as %+v, found as %+v", after, before)
+		}
+		if os.Geteuid() == 0 {
+			if _, err := getXattrPath(cfg.Workdir, "system.posix_acl_default"); err == nil {
+				t.Fatal("the tool's default ACL outlived the run")
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(cfg.Workdir, "result")); err != nil || string(b) != "out\n" {
+			t.Fatalf("the tool's result: %q, %v", b, err)
+		}
+	})
+}
+
+// aclHex is a POSIX ACL xattr granting uid rwx (linux/posix_acl_xattr.h).
+func aclHex(uid uint32) string {
+	b := binary.LittleEndian.AppendUint32(nil, 2)
+	entry := func(tag, perm uint16, id uint32) {
+		b = binary.LittleEndian.AppendUint16(b, tag)
+		b = binary.LittleEndian.AppendUint16(b, perm)
+		b = binary.LittleEndian.AppendUint32(b, id)
+	}
+	entry(0x01, 7, ^uint32(0)) // user obj
+	entry(0x02, 7, uid)        // named user
+	entry(0x04, 7, ^uint32(0)) // group obj
+	entry(0x10, 7, ^uint32(0)) // mask
+	entry(0x20, 7, ^uint32(0)) // other
+	const hex = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = append(out, hex[c>>4], hex[c&15])
+	}
+	return string(out)
+}
+
+func getXattrPath(path, name string) ([]byte, error) {
+	b := make([]byte, 256)
+	n, err := unix.Getxattr(path, name, b)
+	if err != nil {
+		return nil, err
+	}
+	return b[:n], nil
+}
+
+// TestWorkdirNotEmptyNotWritableRefused: as root, a directory of the
+// caller's with entries the sandbox's host id cannot write is refused, not
+// handed over; the entries stay as they were.
+func TestWorkdirNotEmptyNotWritableRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("as root only: rootless, the sandbox is the caller's own uid")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	deploy := filepath.Join(dir, "deploy.sh")
+	os.WriteFile(deploy, []byte("#!/bin/sh\n"), 0o755)
+	before, file := statOf(t, dir), statOf(t, deploy)
+	cfg := shell(t, "echo pwned > /work/deploy.sh; chmod 777 /work")
+	cfg.Workdir = dir
+	_, err := run(t, cfg)
+	se := setupErr(t, err, StepBind, unix.EACCES)
+	if !bytes.Contains([]byte(se.Hint), []byte("empty directory")) {
+		t.Fatalf("the error names no fix: %v", err)
+	}
+	if statOf(t, dir) != before || statOf(t, deploy) != file {
+		t.Fatal("the refused workdir or its entry changed")
+	}
+
+	// Writable by everyone: used as it is, and the root-owned entry is
+	// still only what its own mode lets the sandbox's uid do.
+	os.Chmod(dir, 0o1777)
+	before = statOf(t, dir)
+	r, err := run(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if statOf(t, dir) != before || statOf(t, deploy) != file {
+		t.Fatalf("the tool changed a root-owned entry or the directory: %q", r.stderr)
+	}
+	if b, _ := os.ReadFile(deploy); string(b) != "#!/bin/sh\n" {
+		t.Fatalf("deploy.sh rewritten: %q", b)
+	}
+}
+
+// TestWorkdirLentOnceAtATime is the racing variant: while one sandbox holds
+// a lent workdir (and could plant a link in it), a second run neither
+// borrows it too nor follows what was planted; the first one gets it back
+// to its owner when it ends.
+func TestWorkdirLentOnceAtATime(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		w := workdir(t)
+		os.Chmod(w, 0o755)
+		before := statOf(t, w)
+		hostile := shell(t, "ln -s / /work/up; echo planted; exec sleep 30")
+		hostile.Workdir = w
+		outR, outW, _ := os.Pipe()
+		p, err := Start(context.Background(), hostile, Stdio{Stdout: outW})
+		outW.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Signal(unix.SIGKILL)
+		buf := make([]byte, 8)
+		outR.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, _ := outR.Read(buf); string(buf[:n]) != "planted\n" {
+			t.Fatalf("the hostile sandbox did not start: %q", buf[:n])
+		}
+
+		second := shell(t, "ls /work")
+		second.Workdir = filepath.Join(w, "up")
+		_, err = run(t, second)
+		setupErr(t, err, StepBind, unix.ELOOP)
+		if os.Geteuid() == 0 {
+			second.Workdir = w
+			_, err = run(t, second)
+			setupErr(t, err, StepBind, unix.EWOULDBLOCK)
+		}
+
+		p.Signal(unix.SIGKILL)
+		p.Wait()
+		if after := statOf(t, w); after != before {
+			t.Fatalf("workdir left as %+v, found as %+v (uid %s)", after, before, strconv.Itoa(os.Geteuid()))
+		}
+	})
+}
