@@ -142,18 +142,16 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 	c.Mounts = slices.Clone(c.Mounts)
 	for i := range c.Mounts {
 		m := &c.Mounts[i]
-		if m.Source, err = filepath.Abs(m.Source); err != nil {
-			return nil, fmt.Errorf("nsexec config: %w", err)
-		}
-		if !filepath.IsAbs(m.Destination) {
-			return nil, fmt.Errorf("nsexec config: mount destination %q is not absolute", m.Destination)
-		}
-		for _, opt := range m.Options {
-			switch opt {
-			case "ro", "rw", "bind", "rbind":
-			default:
-				return nil, fmt.Errorf("nsexec config: mount %s: option %q is not supported (ro, rw)", m.Destination, opt)
+		// Only a bind has a host source, and an empty one is refused, never
+		// made absolute: filepath.Abs("") is the current directory, which is
+		// how a tmpfs once became a read-write bind of it.
+		if m.Type != MountTmpfs && m.Source != "" {
+			if m.Source, err = filepath.Abs(m.Source); err != nil {
+				return nil, fmt.Errorf("nsexec config: %w", err)
 			}
+		}
+		if _, err := parseMount(i, m, c.TmpSize); err != nil {
+			return nil, err
 		}
 	}
 	return &c, nil
