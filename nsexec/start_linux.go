@@ -39,10 +39,20 @@ func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Proc
 // tool, or, deferred, up to the child's ready; the returned sync socket is
 // then still open and the child waits on it for its request.
 func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred bool) (*Process, *os.File, error) {
-	id, root, err := hostIdentity(o)
+	id, root, lease, err := hostIdentity(o)
 	if err != nil {
 		return nil, nil, err
 	}
+	p, sync, err := spawnAs(ctx, c, stdio, o, deferred, id, root, lease)
+	if err != nil {
+		lease.release()
+	}
+	return p, sync, err
+}
+
+// spawnAs is spawn with the host identity chosen; the Process owns lease
+// once its init was started (released when it was reaped).
+func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred bool, id Identity, root bool, lease *idLease) (*Process, *os.File, error) {
 	if root && c.Workdir != "" {
 		// The workdir is created 0700 by its host owner; the sandbox's host id
 		// must own it to write there.
@@ -74,7 +84,7 @@ func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred boo
 		Files: append(append(files, childEnd), o.tasks...), // sync at 3, tasks from 4
 		Sys:   sysProcAttr(c, id, root, o),
 	}
-	p := &Process{done: make(chan struct{})}
+	p := &Process{done: make(chan struct{}), lease: lease, hostID: id}
 	started := make(chan error, 1)
 	t0 := monotonic()
 	go p.own(initPath, attr, started)
