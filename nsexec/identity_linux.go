@@ -40,7 +40,7 @@ func hostIdentity(o *options) (id Identity, root bool, lease *idLease, err error
 	if lease, err = r.acquire(); err != nil {
 		return Identity{}, true, nil, err
 	}
-	return Identity{UID: lease.id, GID: lease.id}, true, lease, nil
+	return Identity{UID: lease.key.id, GID: lease.key.id}, true, lease, nil
 }
 
 // SubordinateIdentity returns the first id of the ranges /etc/subuid and
