@@ -28,7 +28,8 @@ type Isolation struct {
 	// PIDs: no host process visible or signalable; a private hostname.
 	PIDs bool
 	// Privileges: no capability in any set, no_new_privs, /proc/*/exe not
-	// writable, no leaked descriptor, files written not owned by host root.
+	// writable, no leaked descriptor, files written not owned by host root
+	// and never setuid or setgid.
 	Privileges bool
 	// Seccomp: the policy's filter is the default allowlist (or stricter),
 	// so the hostile syscall battery must fail the right way.
@@ -60,6 +61,7 @@ var isolationChecks = []struct {
 	{"i6", "no capabilities, no_new_privs, proc exe links not writable", func(i Isolation) bool { return i.Privileges }, checkPrivileges},
 	{"i7", "no descriptor leaks into the tool", func(i Isolation) bool { return i.Privileges }, checkFDs},
 	{"i8", "host root never owns what the tool writes", func(i Isolation) bool { return i.Privileges }, checkOwner},
+	{"i9", "no file the tool leaves carries setuid or setgid bits", func(i Isolation) bool { return i.Privileges }, checkSetuid},
 	{"h1", "every hostile syscall fails the right way", func(i Isolation) bool { return i.Seccomp }, checkAttacks},
 }
 

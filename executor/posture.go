@@ -98,6 +98,17 @@ type NativeIsolation struct {
 	GIDMappings []specs.LinuxIDMapping `json:"gidMappings"`
 	// Rootfs describes the sandbox's root ("tmpfs+ro-binds", a path).
 	Rootfs string `json:"rootfs"`
+	// HostIDs, when set, says each sandbox maps to a host uid and gid of its
+	// own, drawn from this range and held for as long as it runs (root
+	// without a fixed host identity); UIDMappings and GIDMappings then
+	// name the range's first id.
+	HostIDs *HostIDRange `json:"hostIds,omitempty"`
+}
+
+// HostIDRange is a range of host ids, First to First+Count-1.
+type HostIDRange struct {
+	First uint32 `json:"first"`
+	Count uint32 `json:"count"`
 }
 
 // Seccomp is the filter part of a native posture.

@@ -25,8 +25,11 @@
 // configured inside uid (and gid) onto one host id. Rootless, that host id is
 // the caller's own effective uid and gid. As root it is the Identity given
 // with WithIdentity (SubordinateIdentity reads one from /etc/subuid and
-// /etc/subgid), else DefaultHostID, a dedicated unprivileged id outside the
-// ranges systemd assigns, so that an escape lands as nobody in particular.
+// /etc/subgid), else an id of the sandbox's own from HostIDFirst up
+// (HostIDCount of them, held by a lock file in HostIDLockDir while the
+// sandbox runs), dedicated unprivileged ids outside the ranges systemd
+// assigns, so that an escape lands as nobody in particular and no two
+// running sandboxes share a host id.
 //
 // The init gets the capabilities it needs for the setup (mounts, hostname,
 // loopback, the privilege drop itself) as ambient capabilities in its own user

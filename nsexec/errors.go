@@ -21,6 +21,18 @@ var ErrNested = errors.New("nsexec: refusing to start a sandbox from an undispat
 // ErrUnsupported is returned on systems without the namespaces nsexec needs.
 var ErrUnsupported = fmt.Errorf("nsexec: %w", errors.ErrUnsupported)
 
+// ConfigError is a Config field that Start and Prepare refuse. Field is its
+// JSON path in the Config ("mounts[1].options[0]").
+type ConfigError struct {
+	Field  string
+	Value  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("nsexec config: %s %q: %s", e.Field, e.Value, e.Reason)
+}
+
 // Step names one step of the sandbox setup, for SetupError.
 type Step int
 

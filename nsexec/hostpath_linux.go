@@ -104,6 +104,11 @@ func openHostPaths(c *Config, id Identity, root bool) (*hostPaths, error) {
 		h.ids.Rootfs = &fid
 	}
 	for _, m := range c.Mounts {
+		if m.Type == MountTmpfs {
+			// Nothing of the host's: a fresh tmpfs (normalize checked it).
+			h.ids.Mounts = append(h.ids.Mounts, fileID{})
+			continue
+		}
 		fd, st, err := openHostPath(StepBind, "", m.Source, unix.O_PATH)
 		if err != nil {
 			return nil, err

@@ -106,10 +106,10 @@ func TestSourceReplacedAfterOpenRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		other := fileID{Dev: st.Dev, Ino: st.Ino + 1}
-		if _, err := cloneSource(dir, &other, attrRO); err != unix.ESTALE {
+		if _, err := cloneSource(dir, &other, attrRO, true); err != unix.ESTALE {
 			t.Fatalf("cloneSource of another inode: %v, want ESTALE", err)
 		}
-		if _, err := cloneSource(dir, nil, attrRO); err != unix.EPROTO {
+		if _, err := cloneSource(dir, nil, attrRO, true); err != unix.EPROTO {
 			t.Fatalf("cloneSource without the parent's inode: %v, want EPROTO", err)
 		}
 	})

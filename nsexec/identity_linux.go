@@ -8,28 +8,39 @@ import (
 	"strings"
 )
 
-// DefaultHostID is the host uid and gid a sandbox started by root maps to
-// when no Identity is given. It lies in 1879048192..2147352575, the block
-// that systemd leaves unassigned between its container range
-// (524288..1879048191) and its foreign range (2147352576..), so it is nobody's:
-// not root, not a login user, not the shared 65534 that host daemons run as.
-// See https://systemd.io/UIDS-GIDS/.
+// DefaultHostID is the first host uid and gid of the range root-started
+// sandboxes get their own id from (HostIDFirst; hostid_linux.go). It lies
+// in 1879048192..2147352575, the block that systemd leaves unassigned
+// between its container range (524288..1879048191) and its foreign range
+// (2147352576..), so it is nobody's: not root, not a login user, not the
+// shared 65534 that host daemons run as. See https://systemd.io/UIDS-GIDS/.
 const DefaultHostID = 2000000000
 
 // hostIdentity picks the host ids to map: the caller's own rootless, else
-// the configured or default unprivileged id. Host root is never returned.
-func hostIdentity(o *options) (id Identity, root bool, err error) {
+// the configured id, else one of the range held by the returned lease
+// (release it once the sandbox was reaped). Host root is never returned.
+func hostIdentity(o *options) (id Identity, root bool, lease *idLease, err error) {
 	if os.Geteuid() != 0 {
-		return Identity{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}, false, nil
+		return Identity{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}, false, nil, nil
 	}
-	id = Identity{UID: DefaultHostID, GID: DefaultHostID}
 	if o.identity != nil {
 		id = *o.identity
+		if id.UID == 0 || id.GID == 0 {
+			return Identity{}, true, nil, fmt.Errorf("nsexec identity %d:%d: refusing to map host root into a sandbox", id.UID, id.GID)
+		}
+		return id, true, nil, nil
 	}
-	if id.UID == 0 || id.GID == 0 {
-		return Identity{}, true, fmt.Errorf("nsexec identity %d:%d: refusing to map host root into a sandbox", id.UID, id.GID)
+	r := defaultIDRange
+	if o.ids != nil {
+		r = *o.ids
 	}
-	return id, true, nil
+	if r.first == 0 {
+		return Identity{}, true, nil, fmt.Errorf("nsexec host id range starting at 0: refusing to map host root into a sandbox")
+	}
+	if lease, err = r.acquire(); err != nil {
+		return Identity{}, true, nil, err
+	}
+	return Identity{UID: lease.key.id, GID: lease.key.id}, true, lease, nil
 }
 
 // SubordinateIdentity returns the first id of the ranges /etc/subuid and

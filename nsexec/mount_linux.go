@@ -23,13 +23,24 @@ const (
 	attrRO      = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 	attrRW      = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 	attrDevNode = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC
+	attrRdOnly  = unix.MOUNT_ATTR_RDONLY
+	attrNoExec  = unix.MOUNT_ATTR_NOEXEC
 )
 
 // cloneTree returns a detached recursive copy of the mount tree at path
 // (relative to dirfd, or dirfd itself when path is empty) with attr set on
 // every mount of it.
 func cloneTree(dirfd int, path string, attr uint64) (int, error) {
-	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_RECURSIVE)
+	return cloneMount(dirfd, path, attr, true)
+}
+
+// cloneMount is cloneTree, or, not recursive, a copy of the mount at path
+// alone (bind(8) without r).
+func cloneMount(dirfd int, path string, attr uint64, recursive bool) (int, error) {
+	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
+	if recursive {
+		flags |= unix.AT_RECURSIVE
+	}
 	if path == "" {
 		flags |= unix.AT_EMPTY_PATH
 	}
@@ -37,7 +48,7 @@ func cloneTree(dirfd int, path string, attr uint64) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	if err := setAttr(fd, attr, true); err != nil {
+	if err := setAttr(fd, attr, recursive); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
@@ -48,7 +59,8 @@ func cloneTree(dirfd int, path string, attr uint64) (int, error) {
 // again in this mount namespace with no symlink followed in any component,
 // and only if it is the inode the parent opened (hostpath_linux.go says
 // why the child reopens it): a path swapped in between fails with ESTALE.
-func cloneSource(path string, want *fileID, attr uint64) (int, error) {
+// recursive takes the submounts below path too (cloneMount).
+func cloneSource(path string, want *fileID, attr uint64, recursive bool) (int, error) {
 	if want == nil {
 		return -1, unix.EPROTO // a parent of another build: mount nothing unchecked
 	}
@@ -64,7 +76,7 @@ func cloneSource(path string, want *fileID, attr uint64) (int, error) {
 	if idOf(&st) != *want {
 		return -1, unix.ESTALE
 	}
-	return cloneTree(fd, "", attr)
+	return cloneMount(fd, "", attr, recursive)
 }
 
 // setAttr adds attr to the mount at fd (and below it when recursive).

@@ -22,6 +22,7 @@ type options struct {
 	placement func(pid int) error
 	tasks     []*os.File
 	identity  *Identity
+	ids       *idRange
 	trace     func(Trace)
 }
 
@@ -77,9 +78,26 @@ func WithPlacement(place func(pid int) error) Option {
 func WithCgroupTasks(files ...*os.File) Option { return func(o *options) { o.tasks = files } }
 
 // WithIdentity sets the host uid and gid that the sandbox's single inside id
-// maps to, when Start runs as root. It is ignored rootless, where the only
-// id that can be mapped is the caller's own.
+// maps to, when Start runs as root, instead of one of its own from the
+// host id range (WithHostIDRange): every sandbox started with the same
+// identity then shares it. It is ignored rootless, where the only id that
+// can be mapped is the caller's own.
 func WithIdentity(id Identity) Option { return func(o *options) { o.identity = &id } }
+
+// WithHostIDRange makes Start and Prepare, as root without WithIdentity,
+// give each sandbox a host uid and gid of its own from first..first+count-1,
+// held by a lock file in dir (root's, mode 0700) for the sandbox's life.
+// The default is HostIDFirst, HostIDCount and HostIDLockDir; tests and
+// hosts that reserve another range use this.
+func WithHostIDRange(dir string, first, count uint32) Option {
+	return func(o *options) { o.ids = &idRange{dir: dir, first: first, count: count} }
+}
+
+// idRange is where spawn allocates host ids (WithHostIDRange).
+type idRange struct {
+	dir          string
+	first, count uint32
+}
 
 // Identity is a host-side uid and gid.
 type Identity struct {

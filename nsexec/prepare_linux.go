@@ -47,6 +47,9 @@ func Prepare(ctx context.Context, cfg *Config, opts ...Option) (*Pending, error)
 	return &Pending{proc: p, sync: sync, timeout: o.timeout}, nil
 }
 
+// HostIdentity returns the host ids of the waiting sandbox (Process.HostIdentity).
+func (s *Pending) HostIdentity() Identity { return s.proc.HostIdentity() }
+
 // Pid returns the host pid of the waiting sandbox init.
 func (s *Pending) Pid() int { return s.proc.Pid() }
 

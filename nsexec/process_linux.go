@@ -21,7 +21,9 @@ type Process struct {
 	state *os.ProcessState
 	err   error
 
-	after func() // runs once the child was reaped (or never started)
+	after  func() // runs once the child was reaped (or never started)
+	hostID Identity
+	lease  *idLease // the host id's lock, when it came from the range
 
 	mu       sync.Mutex
 	holds    []int // namespace descriptors kept until the tool was reaped
@@ -86,6 +88,11 @@ func (p *Process) own(path string, attr *os.ProcAttr, started chan<- error) {
 	if p.after != nil {
 		p.after()
 	}
+	// Reaped: the kernel killed and reaped the whole pid namespace before
+	// its init could be, so nothing runs as the host id any more (and the
+	// lent workdir was given back above, before another sandbox may get
+	// this id).
+	p.lease.release()
 	close(p.done)
 	p.release()
 }
@@ -95,6 +102,11 @@ func (p *Process) abort() {
 	_ = p.proc.Kill()
 	<-p.done
 }
+
+// HostIdentity returns the host uid and gid the sandbox's ids map to: the
+// caller's own rootless; as root the WithIdentity one, or the sandbox's own
+// from the host id range, held until it was reaped.
+func (p *Process) HostIdentity() Identity { return p.hostID }
 
 // Pid returns the host pid of the sandbox's pid 1.
 func (p *Process) Pid() int { return p.proc.Pid }

@@ -29,7 +29,8 @@ type planned struct {
 	target  string
 	tree    int
 	resolve uint64
-	create  bool // host mode: create the target in our tmpfs root if missing
+	create  bool       // host mode: create the target in our tmpfs root if missing
+	tmpfs   *mountSpec // a tmpfs to create in place of tree
 }
 
 // buildRoot assembles the new root, pivots into it and makes it read-only.
@@ -49,20 +50,20 @@ func (c *child) buildRoot() error {
 		err   error
 	)
 	if cfg.Rootfs != "" {
-		if root, err = cloneSource(cfg.Rootfs, c.srcs.Rootfs, attrRO); err != nil {
+		if root, err = cloneSource(cfg.Rootfs, c.srcs.Rootfs, attrRO, true); err != nil {
 			return stepErr(StepRootfs, cfg.Rootfs, "", err)
 		}
 	} else if binds, links, err = hostSources(); err != nil {
 		return err
 	}
 	if cfg.Workdir != "" {
-		tree, err := cloneSource(cfg.Workdir, c.srcs.Workdir, attrRW)
+		tree, err := cloneSource(cfg.Workdir, c.srcs.Workdir, attrRW, true)
 		if err != nil {
 			return stepErr(StepBind, cfg.Workdir, "workdir", err)
 		}
 		binds = append(binds, planned{target: "/work", tree: tree, resolve: strictTarget, create: cfg.Rootfs == ""})
 	}
-	extra, err := extraSources(cfg.Mounts, c.srcs.Mounts, cfg.Rootfs == "")
+	extra, err := extraSources(cfg.Mounts, c.srcs.Mounts, cfg.TmpSize, cfg.Rootfs == "")
 	if err != nil {
 		return err
 	}
@@ -99,6 +100,11 @@ func (c *child) buildRoot() error {
 		return err
 	}
 	for _, b := range binds {
+		if b.tmpfs != nil {
+			if b.tree, err = newFS("tmpfs", int(b.tmpfs.attr), b.tmpfs.fsopts...); err != nil {
+				return stepErr(StepMount, b.target, "create the tmpfs", err)
+			}
+		}
 		if b.create || strings.HasPrefix(b.target, "/tmp/") {
 			if err := ensureTarget(root, b.target, b.tree); err != nil {
 				unix.Close(b.tree)
@@ -167,25 +173,39 @@ func hostSources() ([]planned, [][2]string, error) {
 	return binds, links, nil
 }
 
-// extraSources clones the Config's extra binds; ids are the inodes the
-// parent opened for their sources.
-func extraSources(mounts []specs.Mount, ids []fileID, hostMode bool) ([]planned, error) {
+// extraSources clones the Config's extra binds, each only if it is the
+// inode the parent opened (ids, one per mount; a tmpfs's is unused), and
+// plans its tmpfs mounts (created later, once the sandbox ids own what is
+// created).
+func extraSources(mounts []specs.Mount, ids []fileID, tmpSize int64, hostMode bool) ([]planned, error) {
 	if len(ids) != len(mounts) {
 		return nil, stepErr(StepConfig, "", "the parent sent no source inode for every mount", unix.EPROTO)
 	}
 	var out []planned
-	for i, m := range mounts {
-		attr := uint64(attrRO)
-		if slices.Contains(m.Options, "rw") {
-			attr = attrRW
-		}
-		tree, err := cloneSource(m.Source, &ids[i], attr)
+	for i := range mounts {
+		m := &mounts[i]
+		spec, err := parseMount(i, m, tmpSize)
 		if err != nil {
+			return nil, stepErr(StepConfig, m.Destination, err.Error(), unix.EINVAL)
+		}
+		p := planned{target: m.Destination, tree: -1, resolve: beneathTarget, create: hostMode}
+		if spec.tmpfs {
+			p.tmpfs = &spec
+		} else if p.tree, err = cloneSource(m.Source, &ids[i], spec.attr, spec.recursive); err != nil {
+			closePlanned(out)
 			return nil, stepErr(StepBind, m.Source, "", err)
 		}
-		out = append(out, planned{target: m.Destination, tree: tree, resolve: beneathTarget, create: hostMode})
+		out = append(out, p)
 	}
 	return out, nil
+}
+
+func closePlanned(ps []planned) {
+	for _, p := range ps {
+		if p.tree >= 0 {
+			unix.Close(p.tree)
+		}
+	}
 }
 
 // stage attaches the new root on the staging mount point.

@@ -38,12 +38,12 @@ func TestWorkdirReadWrite(t *testing.T) {
 		if err := unix.Stat(filepath.Join(cfg.Workdir, "f"), &st); err != nil {
 			t.Fatal(err)
 		}
-		want := uint32(os.Geteuid())
-		if want == 0 {
-			want = DefaultHostID
-		}
-		if st.Uid == 0 || st.Uid != want {
-			t.Fatalf("file written in /work is owned by host uid %d, want %d", st.Uid, want)
+		if euid := uint32(os.Geteuid()); euid == 0 {
+			if st.Uid < HostIDFirst || st.Uid >= HostIDFirst+HostIDCount || st.Gid != st.Uid {
+				t.Fatalf("file written in /work is owned by host %d:%d, want one id of the range %d+%d", st.Uid, st.Gid, HostIDFirst, HostIDCount)
+			}
+		} else if st.Uid != euid {
+			t.Fatalf("file written in /work is owned by host uid %d, want the caller's %d", st.Uid, euid)
 		}
 	})
 }

@@ -39,10 +39,20 @@ func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Proc
 // tool, or, deferred, up to the child's ready; the returned sync socket is
 // then still open and the child waits on it for its request.
 func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred bool) (*Process, *os.File, error) {
-	id, root, err := hostIdentity(o)
+	id, root, lease, err := hostIdentity(o)
 	if err != nil {
 		return nil, nil, err
 	}
+	p, sync, err := spawnAs(ctx, c, stdio, o, deferred, id, root, lease)
+	if err != nil {
+		lease.release()
+	}
+	return p, sync, err
+}
+
+// spawnAs is spawn with the host identity chosen; the Process owns lease
+// once its init was started (released when it was reaped).
+func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred bool, id Identity, root bool, lease *idLease) (*Process, *os.File, error) {
 	paths, err := openHostPaths(c, id, root)
 	if err != nil {
 		return nil, nil, err
@@ -76,7 +86,7 @@ func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred boo
 	}
 	// A lent workdir is given back once the child is reaped, whichever way it
 	// ends (Process.own), before Wait returns.
-	p := &Process{done: make(chan struct{}), after: func() { paths.giveBack(o.logger) }}
+	p := &Process{done: make(chan struct{}), lease: lease, hostID: id, after: func() { paths.giveBack(o.logger) }}
 	started := make(chan error, 1)
 	t0 := monotonic()
 	go p.own(initPath, attr, started)
@@ -144,18 +154,16 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 	c.Mounts = slices.Clone(c.Mounts)
 	for i := range c.Mounts {
 		m := &c.Mounts[i]
-		if m.Source, err = filepath.Abs(m.Source); err != nil {
-			return nil, fmt.Errorf("nsexec config: %w", err)
-		}
-		if !filepath.IsAbs(m.Destination) {
-			return nil, fmt.Errorf("nsexec config: mount destination %q is not absolute", m.Destination)
-		}
-		for _, opt := range m.Options {
-			switch opt {
-			case "ro", "rw", "bind", "rbind":
-			default:
-				return nil, fmt.Errorf("nsexec config: mount %s: option %q is not supported (ro, rw)", m.Destination, opt)
+		// Only a bind has a host source, and an empty one is refused, never
+		// made absolute: filepath.Abs("") is the current directory, which is
+		// how a tmpfs once became a read-write bind of it.
+		if m.Type != MountTmpfs && m.Source != "" {
+			if m.Source, err = filepath.Abs(m.Source); err != nil {
+				return nil, fmt.Errorf("nsexec config: %w", err)
 			}
+		}
+		if _, err := parseMount(i, m, c.TmpSize); err != nil {
+			return nil, err
 		}
 	}
 	return &c, nil

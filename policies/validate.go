@@ -118,10 +118,15 @@ func isAbsClean(p string) bool {
 	return strings.HasPrefix(p, "/") && path.Clean(p) == p
 }
 
-// mountOptions are the options a policy mount may carry. Options with a
-// value (size=, mode=, nr_inodes=) are checked by prefix, for tmpfs only.
+// mountOptions are the options a policy mount may carry, each built as it
+// says (nsexec.parseMount): nosuid and nodev are always applied, private
+// and rprivate are true of every mount in a sandbox, noexec is added, ro
+// and rw choose, bind and rbind (binds only) choose this mount alone or
+// its whole tree. Options with a value (size=, mode=, nr_inodes=) are
+// checked by prefix, for tmpfs only. slave and rslave are refused: no
+// mount in a sandbox receives the host's mount events.
 var mountOptions = []string{"ro", "rw", "bind", "rbind", "nosuid", "nodev", "noexec",
-	"private", "rprivate", "slave", "rslave"}
+	"private", "rprivate"}
 
 func (v *validator) mounts(ms []specs.Mount) {
 	seen := map[string]bool{}
@@ -136,6 +141,7 @@ func (v *validator) mounts(ms []specs.Mount) {
 			v.add(at+".destination", m.Destination, "is mounted twice; one mount per destination")
 		}
 		seen[m.Destination] = true
+		tmpfs := m.Type == "tmpfs"
 		switch m.Type {
 		case "", "bind":
 			if m.Source == "" {
@@ -150,14 +156,28 @@ func (v *validator) mounts(ms []specs.Mount) {
 		default:
 			v.add(at+".type", m.Type, "is not a mount type; use \"bind\" or \"tmpfs\"")
 		}
+		keys := map[string]bool{}
 		for j, o := range m.Options {
-			if slices.Contains(mountOptions, o) {
-				continue
+			field := fmt.Sprintf("%s.options[%d]", at, j)
+			key, _, _ := strings.Cut(o, "=")
+			switch {
+			case keys[key]:
+				v.add(field, o, "is given twice; give each option once")
+			case tmpfs && (o == "bind" || o == "rbind"):
+				v.add(field, o, "is a bind option; a tmpfs is a new file system, not a bind")
+			case slices.Contains(mountOptions, o):
+			case tmpfs && tmpfsOption(o):
+			case tmpfs && strings.Contains(o, "="):
+				v.add(field, o, "is not a tmpfs option; use size= or nr_inodes= with a positive size (0 would mean unlimited), or mode= with 3 or 4 octal digits")
+			default:
+				v.add(field, o, "is not a mount option; use one of %s (and size=, mode=, nr_inodes= for tmpfs)", strings.Join(mountOptions, ", "))
 			}
-			if m.Type == "tmpfs" && tmpfsOption(o) {
-				continue
+			keys[key] = true
+		}
+		for _, pair := range [][2]string{{"ro", "rw"}, {"bind", "rbind"}} {
+			if keys[pair[0]] && keys[pair[1]] {
+				v.add(at+".options", strings.Join(m.Options, ","), "has both %s and %s; use one", pair[0], pair[1])
 			}
-			v.add(fmt.Sprintf("%s.options[%d]", at, j), o, "is not a mount option; use one of %s (and size=, mode=, nr_inodes= for tmpfs)", strings.Join(mountOptions, ", "))
 		}
 		if len(m.UIDMappings) > 0 || len(m.GIDMappings) > 0 {
 			v.missing(at+".uidMappings", "id-mapped mounts are not supported; remove uidMappings and gidMappings")
@@ -165,6 +185,8 @@ func (v *validator) mounts(ms []specs.Mount) {
 	}
 }
 
+// tmpfsOption reports a valid size=, nr_inodes= or mode= option. A zero
+// size or inode count is refused: tmpfs reads 0 as unlimited.
 func tmpfsOption(o string) bool {
 	key, val, ok := strings.Cut(o, "=")
 	if !ok || val == "" {
@@ -172,8 +194,8 @@ func tmpfsOption(o string) bool {
 	}
 	switch key {
 	case "size", "nr_inodes":
-		_, err := Size(val).Bytes()
-		return err == nil
+		n, err := Size(val).Bytes()
+		return err == nil && n > 0
 	case "mode":
 		return isMode(val)
 	}

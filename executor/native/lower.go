@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/moat-sandbox/moat/cgroups"
 	"github.com/moat-sandbox/moat/executor"
@@ -54,7 +56,7 @@ func lower(o *options) (*launcher, executor.Config, error) {
 		return nil, cfg, fmt.Errorf("native: policy %q: limits.tmpfsSize: %w", pol.Name, err)
 	}
 	tmpl := nsexec.Config{
-		Mounts:  append(append([]specs.Mount(nil), pol.Mounts...), o.binds...),
+		Mounts:  append(lowerMounts(pol.Mounts), o.binds...),
 		Network: pol.Network,
 		TmpSize: tmp,
 		Rlimits: pol.Rlimits,
@@ -97,6 +99,30 @@ func lower(o *options) (*launcher, executor.Config, error) {
 		return nil, cfg, err
 	}
 	return l, cfg, nil
+}
+
+// lowerMounts copies the policy's mounts for nsexec, whose tmpfs size= and
+// nr_inodes= options are plain numbers: a validated policy's human sizes
+// ("64M") become bytes. nsexec builds each mount as exactly what it says
+// and caps a tmpfs without size= at the policy's limits.tmpfsSize.
+func lowerMounts(ms []specs.Mount) []specs.Mount {
+	out := make([]specs.Mount, 0, len(ms))
+	for _, m := range ms {
+		if m.Type == "tmpfs" {
+			opts := make([]string, len(m.Options))
+			for i, o := range m.Options {
+				opts[i] = o
+				if key, val, ok := strings.Cut(o, "="); ok && (key == "size" || key == "nr_inodes") {
+					if n, err := policies.Size(val).Bytes(); err == nil {
+						opts[i] = key + "=" + strconv.FormatInt(n, 10)
+					}
+				}
+			}
+			m.Options = opts
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // compileSeccomp compiles a profile once per process, or, with a store,

@@ -43,6 +43,7 @@ type options struct {
 	cgroups    *cgroups.Manager
 	noCgroups  bool
 	hostID     *nsexec.Identity
+	hostIDs    *executor.HostIDRange
 	onUsage    func(*executor.Request, cgroups.Usage)
 	logger     *slog.Logger
 	poolSize   int
@@ -122,13 +123,25 @@ func WithInitPath(path string) Option {
 	return func(o *options) { o.nsexec = append(o.nsexec, nsexec.WithInitPath(path)) }
 }
 
-// WithHostIdentity sets the host uid and gid the sandbox's id maps to when
-// moat runs as root (default nsexec.DefaultHostID); rootless, the caller's
-// own ids are the only ones that can be mapped.
+// WithHostIdentity sets the host uid and gid every sandbox's id maps to
+// when moat runs as root, so concurrent sandboxes share it (by default each
+// gets one of its own, WithHostIDRange); rootless, the caller's own ids are
+// the only ones that can be mapped.
 func WithHostIdentity(id nsexec.Identity) Option {
 	return func(o *options) {
 		o.hostID = &id
 		o.nsexec = append(o.nsexec, nsexec.WithIdentity(id))
+	}
+}
+
+// WithHostIDRange sets the range each root-started sandbox gets a host uid
+// and gid of its own from, and the root-only directory of their lock files
+// (default nsexec.HostIDFirst, nsexec.HostIDCount, nsexec.HostIDLockDir;
+// nsexec.WithHostIDRange).
+func WithHostIDRange(dir string, first, count uint32) Option {
+	return func(o *options) {
+		o.hostIDs = &executor.HostIDRange{First: first, Count: count}
+		o.nsexec = append(o.nsexec, nsexec.WithHostIDRange(dir, first, count))
 	}
 }
 
@@ -212,7 +225,7 @@ func New(opts ...Option) (*Provider, error) {
 		rc := p.Config()
 		l.pool = newPool(l, o.poolSize, o.poolIdle, rc.WorkdirBase, []string{rc.WorkdirPrefix, runWorkdirPrefix})
 	}
-	return &Provider{pipeline: p, launcher: l, native: attest(l, o.policy, o.hostID)}, nil
+	return &Provider{pipeline: p, launcher: l, native: attest(l, o.policy, o.hostID, o.hostIDs)}, nil
 }
 
 // Dispatch runs one tool call in a fresh sandbox.

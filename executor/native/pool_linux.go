@@ -329,7 +329,9 @@ func (l *launcher) hostKey() string {
 		stat(l.tmpl.Rootfs)
 	}
 	for _, m := range l.tmpl.Mounts {
-		stat(m.Source)
+		if m.Type != "tmpfs" { // a tmpfs has no host source
+			stat(m.Source)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

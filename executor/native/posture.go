@@ -16,7 +16,7 @@ var namespaces = []string{"user", "mount", "pid", "network", "ipc", "uts"}
 
 // attest computes, once in New, what the posture descriptor reports about
 // the sandbox: nothing here changes between dispatches.
-func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity) *executor.NativeIsolation {
+func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *executor.HostIDRange) *executor.NativeIsolation {
 	n := &executor.NativeIsolation{
 		Namespaces: append([]string(nil), namespaces...),
 		Cgroup:     "none",
@@ -60,9 +60,15 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity) *executo
 	}
 	hUID, hGID := uint32(os.Geteuid()), uint32(os.Getegid())
 	if hUID == 0 {
-		hUID, hGID = nsexec.DefaultHostID, nsexec.DefaultHostID
 		if hostID != nil {
 			hUID, hGID = hostID.UID, hostID.GID
+		} else {
+			r := executor.HostIDRange{First: nsexec.HostIDFirst, Count: nsexec.HostIDCount}
+			if ids != nil {
+				r = *ids
+			}
+			n.HostIDs = &r
+			hUID, hGID = r.First, r.First
 		}
 	}
 	n.UIDMappings = []specs.LinuxIDMapping{{ContainerID: inUID, HostID: hUID, Size: 1}}

@@ -10,6 +10,7 @@ import (
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/executor/native"
 	"github.com/moat-sandbox/moat/ledger"
+	"github.com/moat-sandbox/moat/nsexec"
 	"github.com/moat-sandbox/moat/policies"
 )
 
@@ -49,6 +50,13 @@ func TestNativePostureMeetsTheStrictFloorAsRoot(t *testing.T) {
 	if n.UIDMappings[0].HostID == 0 || n.UIDMappings[0].ContainerID != 1000 {
 		t.Fatalf("uid mapping %+v maps host root or the wrong inside id", n.UIDMappings)
 	}
+	if r := n.HostIDs; r == nil || r.First != nsexec.HostIDFirst || r.Count != nsexec.HostIDCount || n.UIDMappings[0].HostID != r.First {
+		t.Fatalf("as root the posture must say each sandbox gets its own host id from the range: %+v, %+v", r, n.UIDMappings)
+	}
+	fixed := postureOf(t, nil, native.WithHostIdentity(nsexec.Identity{UID: 3000000000, GID: 3000000000})).Isolation.Native
+	if fixed.HostIDs != nil || fixed.UIDMappings[0].HostID != 3000000000 {
+		t.Fatalf("a fixed host identity is shared by every sandbox, the posture must say so: %+v, %+v", fixed.HostIDs, fixed.UIDMappings)
+	}
 }
 
 // Without delegation the limits are degraded, and the strict floor says
@@ -66,7 +74,7 @@ func TestNativePostureDegradedAsNobody(t *testing.T) {
 	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "limits") || !strings.Contains(err.Error(), "memory") {
 		t.Fatalf("strict floor err = %v, want a field error naming the degraded memory limit", err)
 	}
-	if n := p.Isolation.Native; n.UIDMappings[0].HostID != testenv.NobodyUID {
+	if n := p.Isolation.Native; n.UIDMappings[0].HostID != testenv.NobodyUID || n.HostIDs != nil {
 		t.Fatalf("rootless mapping %+v does not map to the caller", n.UIDMappings)
 	}
 }

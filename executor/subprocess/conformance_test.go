@@ -52,7 +52,7 @@ func TestIsolationChecksCatchAnUnisolatedProvider(t *testing.T) {
 	if err == nil {
 		t.Fatalf("claiming isolation for the subprocess provider passed:\n%s", out)
 	}
-	ids := []string{"i1_", "i2_", "i3_", "i4_", "i5_", "i6_", "i7_", "h1_"}
+	ids := []string{"i1_", "i2_", "i3_", "i4_", "i5_", "i6_", "i7_", "i9_", "h1_"}
 	if os.Geteuid() == 0 {
 		// Only as root can an unisolated tool write files host root owns;
 		// an ordinary user's files are its own, which i8 accepts.

@@ -139,6 +139,28 @@ var probes = []Probe{
 	{"personality PER_BSD", Deny, sys(unix.SYS_PERSONALITY, 0x0006)},
 	{"personality PER_LINUX", Allow, sys(unix.SYS_PERSONALITY, 0x0000)},
 
+	// setuid and setgid bits (issue 13, item 4; flatpak refuses them the
+	// same way): no call may set S_ISUID or S_ISGID on a file the tool
+	// leaves behind, whatever else the mode or the high bits hold. Each
+	// passes a bad descriptor or path, so the kernel's own answer is
+	// EBADF or EFAULT. openat2's mode sits in a struct the filter cannot
+	// read, so openat2 answers ENOSYS and libc falls back to openat.
+	{"fchmod S_ISUID", Deny, sys(unix.SYS_FCHMOD, negOne, 0o4755)},
+	{"fchmod S_ISGID", Deny, sys(unix.SYS_FCHMOD, negOne, 0o2755)},
+	{"fchmod S_ISUID high bits", Deny, sys(unix.SYS_FCHMOD, negOne, 0xffffffff00000000|0o4000)},
+	{"fchmodat S_ISUID", Deny, sys(unix.SYS_FCHMODAT, negOne, 0, 0o4755)},
+	{"fchmodat S_ISGID", Deny, sys(unix.SYS_FCHMODAT, negOne, 0, 0o2755)},
+	{"fchmodat2 S_ISUID", Deny, sys(unix.SYS_FCHMODAT2, negOne, 0, 0o4755, 0)},
+	{"fchmodat2 S_ISGID", Deny, sys(unix.SYS_FCHMODAT2, negOne, 0, 0o2755, 0)},
+	{"openat O_CREAT S_ISUID", Deny, sys(unix.SYS_OPENAT, negOne, 0, unix.O_CREAT|unix.O_WRONLY, 0o4755)},
+	{"openat O_CREAT S_ISGID", Deny, sys(unix.SYS_OPENAT, negOne, 0, unix.O_CREAT|unix.O_WRONLY, 0o2755)},
+	{"mknodat S_IFREG|S_ISUID", Deny, sys(unix.SYS_MKNODAT, negOne, 0, unix.S_IFREG|0o4755, 0)},
+	{"mknodat S_IFREG|S_ISGID", Deny, sys(unix.SYS_MKNODAT, negOne, 0, unix.S_IFREG|0o2755, 0)},
+	{"openat2", ENOSYS, sys(unix.SYS_OPENAT2, negOne, 0, 0, 0)},
+	{"fchmod 0755", Allow, sys(unix.SYS_FCHMOD, negOne, 0o755)},
+	{"fchmodat 1777", Allow, sys(unix.SYS_FCHMODAT, negOne, 0, 0o1777)},
+	{"openat O_CREAT 0644", Allow, sys(unix.SYS_OPENAT, negOne, 0, unix.O_CREAT|unix.O_WRONLY, 0o644)},
+
 	// Syscalls newer than the profile answer ENOSYS (enosysStub).
 	{"unassigned syscall 1000", ENOSYS, sys(1000)},
 

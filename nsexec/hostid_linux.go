@@ -1,0 +1,155 @@
+package nsexec
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Host ids of root-started sandboxes (issue 13, item 4). One shared host id
+// let a setuid file left by one sandbox, or any process running as that
+// id, reach every other sandbox's workdir. So each sandbox started by root
+// without WithIdentity gets a host uid and gid of its own from a reserved
+// range, for as long as its init runs:
+//
+//   - the range is HostIDFirst..HostIDFirst+HostIDCount-1
+//     (2000000000..2000065535), inside the block systemd leaves unassigned
+//     (1879048192..2147352575, https://systemd.io/UIDS-GIDS/), so it is
+//     nobody's: not root, not a login user, not a container range;
+//   - id N is held by an exclusive flock(2) on the file HostIDLockDir/N,
+//     taken by the process that starts the sandbox and kept until its init
+//     was reaped. The kernel drops a flock when the last descriptor of its
+//     open file description closes, so a holder that crashes or is
+//     SIGKILLed frees its ids with no cleanup; its sandboxes die with it
+//     (their init has a parent-death SIGKILL, and the kernel kills a pid
+//     namespace with its init). The descriptor is close-on-exec and never
+//     reaches a sandbox.
+//   - the directory is root's own, mode 0700, opened without following
+//     symlinks; a directory or lock file of another owner or mode is
+//     refused, never repaired.
+//   - when every id is held, Start and Prepare fail with
+//     ErrHostIDsExhausted.
+const (
+	HostIDFirst   = DefaultHostID
+	HostIDCount   = 65536
+	HostIDLockDir = "/run/moat/hostids"
+)
+
+// ErrHostIDsExhausted means every host id of the range is held by a
+// running sandbox.
+var ErrHostIDsExhausted = errors.New("nsexec: every host id of the sandbox range is held by a running sandbox")
+
+var defaultIDRange = idRange{dir: HostIDLockDir, first: HostIDFirst, count: HostIDCount}
+
+// idLease is one held host id.
+type idLease struct {
+	key heldKey
+	fd  int
+}
+
+// heldKey names a lock file; held lists those this process holds, which
+// acquire skips without a system call (an embedder with a warm pool holds
+// many; each would otherwise cost an open and a failed flock per start).
+type heldKey struct {
+	dir string
+	id  uint32
+}
+
+var held = struct {
+	sync.Mutex
+	ids map[heldKey]bool
+}{ids: map[heldKey]bool{}}
+
+// release frees the id. A nil lease is a no-op.
+func (l *idLease) release() {
+	if l != nil && l.fd >= 0 {
+		held.Lock()
+		delete(held.ids, l.key)
+		held.Unlock()
+		unix.Close(l.fd)
+		l.fd = -1
+	}
+}
+
+// acquire takes the lowest free id of r. Scanning from the first id keeps
+// the lock files as few as the most sandboxes ever run at once (a random
+// start would leave up to HostIDCount inodes in /run); a held id costs one
+// failed non-blocking flock, a few microseconds.
+func (r idRange) acquire() (*idLease, error) {
+	if r.count == 0 {
+		return nil, fmt.Errorf("nsexec: host id range %s is empty", r.dir)
+	}
+	dir, err := openLockDir(r.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dir)
+	for i := uint32(0); i < r.count; i++ {
+		id := r.first + i
+		key := heldKey{r.dir, id}
+		held.Lock()
+		mine := held.ids[key]
+		held.Unlock()
+		if mine {
+			continue
+		}
+		name := strconv.FormatUint(uint64(id), 10)
+		fd, err := unix.Openat(dir, name, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("nsexec: open host id lock %s: %w", filepath.Join(r.dir, name), err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uint32(os.Geteuid()) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("nsexec: host id lock %s is not a regular file of uid %d; remove it", filepath.Join(r.dir, name), os.Geteuid())
+		}
+		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			held.Lock()
+			held.ids[key] = true
+			held.Unlock()
+			return &idLease{key: key, fd: fd}, nil
+		}
+		unix.Close(fd)
+		if err != unix.EWOULDBLOCK {
+			return nil, fmt.Errorf("nsexec: lock host id %d: %w", id, err)
+		}
+	}
+	return nil, fmt.Errorf("%w: all %d ids %d-%d are locked in %s; wait for a sandbox to end", ErrHostIDsExhausted,
+		r.count, r.first, r.first+r.count-1, r.dir)
+}
+
+// openLockDir opens (creating it 0700 if missing) the lock directory with
+// no symlink followed in any component, and checks it is this user's alone.
+func openLockDir(path string) (int, error) {
+	how := &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, how)
+	if errors.Is(err, unix.ENOENT) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return -1, fmt.Errorf("nsexec: create the host id lock directory: %w", err)
+		}
+		if err := unix.Mkdir(path, 0o700); err != nil && err != unix.EEXIST {
+			return -1, fmt.Errorf("nsexec: create the host id lock directory %s: %w", path, err)
+		}
+		fd, err = unix.Openat2(unix.AT_FDCWD, path, how)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("nsexec: open the host id lock directory %s (no symlinks allowed): %w", path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("nsexec: stat the host id lock directory %s: %w", path, err)
+	}
+	if st.Uid != uint32(os.Geteuid()) || st.Mode&0o7777 != 0o700 {
+		unix.Close(fd)
+		return -1, fmt.Errorf("nsexec: the host id lock directory %s has owner %d and mode %#o; it must be uid %d's with mode 0700 (fix or remove it)",
+			path, st.Uid, st.Mode&0o7777, os.Geteuid())
+	}
+	return fd, nil
+}
