@@ -223,8 +223,14 @@ func TestWorkdirLentOnceAtATime(t *testing.T) {
 		before := statOf(t, w)
 		hostile := shell(t, "ln -s / /work/up; echo planted; exec sleep 30")
 		hostile.Workdir = w
+		// As root, both runs below that reach the lock share one pinned host
+		// id; without the pin each sandbox has its own (hostid_linux.go).
+		var pin []Option
+		if os.Geteuid() == 0 {
+			pin = []Option{WithIdentity(Identity{UID: HostIDFirst - 7, GID: HostIDFirst - 7})}
+		}
 		outR, outW, _ := os.Pipe()
-		p, err := Start(context.Background(), hostile, Stdio{Stdout: outW})
+		p, err := Start(context.Background(), hostile, Stdio{Stdout: outW}, pin...)
 		outW.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -242,7 +248,12 @@ func TestWorkdirLentOnceAtATime(t *testing.T) {
 		setupErr(t, err, StepBind, unix.ELOOP)
 		if os.Geteuid() == 0 {
 			second.Workdir = w
+			// A sandbox of its own host id: the lent, now non-empty directory
+			// is the first one's, which it may not write.
 			_, err = run(t, second)
+			setupErr(t, err, StepBind, unix.EACCES)
+			// One of the same host id: the lease's lock keeps it out.
+			_, err = run(t, second, pin...)
 			setupErr(t, err, StepBind, unix.EWOULDBLOCK)
 		}
 
