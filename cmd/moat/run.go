@@ -155,6 +155,8 @@ Flags:
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
+	term := saveTerminal()
+	defer term.restore()
 	st, err := p.Run(context.Background(), &native.Command{
 		Args: argv, Env: env, Workdir: *workdir,
 		Stdin: os.Stdin, Stdout: fileOr(stdout, os.Stdout), Stderr: fileOr(stderr, os.Stderr), Signals: sigs,
