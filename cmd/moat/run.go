@@ -120,6 +120,9 @@ Flags:
 	if err := pol.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
+	if pol.Unfiltered {
+		fmt.Fprintln(stderr, unfilteredWarning("moat run", pol))
+	}
 	mounts, err := parseBinds(binds)
 	if err != nil {
 		return usageErr("%v", err)
