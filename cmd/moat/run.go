@@ -132,6 +132,9 @@ Flags:
 			return usageErr("--workdir %q is not a directory", *workdir)
 		}
 	}
+	for _, w := range socketWarnings(append(append([]specs.Mount(nil), pol.Mounts...), mounts...), *workdir) {
+		fmt.Fprintln(stderr, w)
+	}
 	env := sandboxEnv(envs, *inherit)
 
 	opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithBinds(mounts...), native.WithLogger(warnLogger(stderr)))
