@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -45,7 +46,7 @@ var doorKinds = map[string]func(t *testing.T) *os.File{
 	"pidfd": func(t *testing.T) *os.File {
 		fd, err := unix.PidfdOpen(os.Getpid(), 0)
 		if err != nil {
-			t.Skipf("pidfd_open: %v", err)
+			testenv.Skipf(t, "pidfd_open: %v", err)
 		}
 		return fileT(t, fd, "pidfd")
 	},
