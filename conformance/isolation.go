@@ -62,6 +62,7 @@ var isolationChecks = []struct {
 	{"i7", "no descriptor leaks into the tool", func(i Isolation) bool { return i.Privileges }, checkFDs},
 	{"i8", "host root never owns what the tool writes", func(i Isolation) bool { return i.Privileges }, checkOwner},
 	{"i9", "no file the tool leaves carries setuid or setgid bits", func(i Isolation) bool { return i.Privileges }, checkSetuid},
+	{"i10", "the tool's stdio is no door to a host directory", func(i Isolation) bool { return i.Filesystem }, checkStdio},
 	{"h1", "every hostile syscall fails the right way", func(i Isolation) bool { return i.Seccomp }, checkAttacks},
 }
 
@@ -208,6 +209,22 @@ func checkFDs(k *kit) {
 			continue // stdio, and the Go runtime's own epoll/eventfd descriptors
 		}
 		k.fatalf("descriptor %s (%s) leaked into the tool", fd, target)
+	}
+}
+
+func checkStdio(k *kit) {
+	// A directory or an O_PATH descriptor as stdin, stdout or stderr would
+	// reach host files through /proc/self/fd/N/ whatever the mounts are.
+	var got map[string]struct{ Type, Flags, List string }
+	k.probe(Config{}, "probe-stdio", nil, &got)
+	for _, fd := range []string{"0", "1", "2"} {
+		d, ok := got[fd]
+		if !ok {
+			k.fatalf("the probe did not report descriptor %s: %v", fd, got)
+		}
+		if d.Type == "directory" || d.Type == "symlink" || d.Type == "anonymous" || d.Flags == "O_PATH" || d.List == "ok" {
+			k.fatalf("descriptor %s of the tool is a door: %+v", fd, d)
+		}
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The isolation probes run inside the sandbox, as the runner program; each
@@ -116,6 +118,27 @@ func init() {
 			} else {
 				out["write "+p] = errText(err)
 			}
+		}
+		return out
+	}
+	probes["probe-stdio"] = func(map[string]json.RawMessage) any {
+		out := map[string]any{}
+		for fd := range 3 {
+			var st unix.Stat_t
+			kind := "unknown"
+			if err := unix.Fstat(fd, &st); err != nil {
+				kind = errText(err)
+			} else {
+				kind = map[uint32]string{unix.S_IFDIR: "directory", unix.S_IFLNK: "symlink", unix.S_IFREG: "file",
+					unix.S_IFIFO: "fifo", unix.S_IFSOCK: "socket", unix.S_IFCHR: "chardev", unix.S_IFBLK: "blockdev", 0: "anonymous"}[st.Mode&unix.S_IFMT]
+			}
+			flags := ""
+			if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil && fl&unix.O_PATH != 0 {
+				flags = "O_PATH"
+			}
+			// Listing through the magic link is what a door would allow.
+			_, err := os.ReadDir("/proc/self/fd/" + strconv.Itoa(fd) + "/")
+			out[strconv.Itoa(fd)] = map[string]string{"type": kind, "flags": flags, "list": errText(err)}
 		}
 		return out
 	}

@@ -22,6 +22,10 @@ const (
 	// ProblemNotLedger: the file holds something that is not a ledger; it
 	// is refused rather than "repaired".
 	ProblemNotLedger
+	// ProblemSymlink: the path's final component is a symbolic link. It is
+	// never followed: a link planted there would have rows written into
+	// whatever file it names. Name the file itself.
+	ProblemSymlink
 )
 
 func (p Problem) String() string {
@@ -36,6 +40,8 @@ func (p Problem) String() string {
 		return "writable by group or others"
 	case ProblemNotLedger:
 		return "not an effect ledger"
+	case ProblemSymlink:
+		return "a symbolic link, not followed"
 	}
 	return "Problem(" + strconv.Itoa(int(p)) + ")"
 }

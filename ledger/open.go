@@ -9,13 +9,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Open opens the ledger at path for appending, creating it (mode 0600) if
 // it does not exist. It refuses, with a *FileError and without writing a
-// byte, a path whose directory is missing, anything but a regular file, a
+// byte, a path whose directory is missing, a symbolic link (the final
+// component is never followed), anything but a regular file, a
 // file owned by another user or writable by group or others (anyone who
 // can write it can forge or erase rows), and a file that is not a ledger:
 // its first line must be a ledger row, or the torn beginning of one. Open
@@ -30,6 +34,10 @@ func Open(path string, opts ...Option) (*JSONL, error) {
 		return nil, err
 	}
 	if err := checkFile(path, f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := clearNonblock(path, f); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -53,8 +61,18 @@ func Open(path string, opts ...Option) (*JSONL, error) {
 // write land at the current end of file atomically with the write, and
 // reads (pread) serve the tail repair. O_EXCL first tells whether this
 // call created the file, which decides the directory fsync.
+//
+// Neither open follows a symbolic link in the final component: O_EXCL
+// fails on any existing name, a link included, and O_NOFOLLOW makes the
+// second open fail with ELOOP (open(2)). Without it a link planted at the
+// ledger's path (on a host with fs.protected_symlinks=0, or in a directory
+// the planter owns) would have rows appended to, and a torn tail
+// "repaired" in, whatever file it names. O_NONBLOCK keeps the open of a
+// FIFO from waiting for a writer and O_NOCTTY keeps a terminal from
+// becoming ours; checkFile then refuses both, and clearNonblock undoes
+// O_NONBLOCK on the regular file that is left.
 func openFile(path string) (f *os.File, created bool, err error) {
-	const flags = os.O_RDWR | os.O_APPEND | syscall.O_CLOEXEC
+	const flags = os.O_RDWR | os.O_APPEND | syscall.O_CLOEXEC | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_NOCTTY
 	f, err = os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
 		return f, true, nil
@@ -65,13 +83,37 @@ func openFile(path string) (f *os.File, created bool, err error) {
 			return f, false, nil
 		}
 	}
+	return nil, false, openError(path, err)
+}
+
+// openError turns a failed open of a ledger path into a *FileError where
+// the errno says what the path is.
+func openError(path string, err error) error {
 	switch {
+	case errors.Is(err, syscall.ELOOP):
+		// O_NOFOLLOW on a symbolic link (or a loop in the directories).
+		detail := "give the path of the file itself"
+		if target, lerr := os.Readlink(path); lerr == nil {
+			detail = "it points to " + strconv.Quote(target) + "; " + detail
+		} else if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink == 0 {
+			detail = "too many symbolic links in its directories"
+		}
+		return &FileError{Path: path, Problem: ProblemSymlink, Detail: detail, Err: err}
 	case errors.Is(err, syscall.EISDIR):
-		return nil, false, &FileError{Path: path, Problem: ProblemNotRegular, Detail: "a directory", Err: err}
+		return &FileError{Path: path, Problem: ProblemNotRegular, Detail: "a directory", Err: err}
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, false, &FileError{Path: path, Problem: ProblemNoDirectory, Detail: filepath.Dir(path), Err: err}
+		return &FileError{Path: path, Problem: ProblemNoDirectory, Detail: filepath.Dir(path), Err: err}
 	}
-	return nil, false, fmt.Errorf("open ledger %s: %w", path, err)
+	return fmt.Errorf("open ledger %s: %w", path, err)
+}
+
+// clearNonblock puts a checked regular file back in blocking mode (the
+// O_NONBLOCK of openFile is there for FIFOs only).
+func clearNonblock(path string, f *os.File) error {
+	if err := unix.SetNonblock(int(f.Fd()), false); err != nil {
+		return fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	return nil
 }
 
 func checkFile(path string, f *os.File) error {

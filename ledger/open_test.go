@@ -7,8 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
 	"golang.org/x/sys/unix"
@@ -227,3 +229,105 @@ func TestMergePairsAcrossFiles(t *testing.T) {
 }
 
 func mkfifo(path string) error { return unix.Mkfifo(path, 0o600) }
+
+// TestOpenRefusesSymlinkAndSpecialFiles plants what another user or a
+// sandbox could leave at a ledger path: a symbolic link to an existing
+// ledger (fs.protected_symlinks=0 makes this work even in a sticky /tmp), a
+// dangling link, a FIFO, a directory. Each is refused with a typed error,
+// nothing is written through it, and nothing blocks. As root and as nobody.
+func TestOpenRefusesSymlinkAndSpecialFiles(t *testing.T) {
+	_ = testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID)
+	dir := t.TempDir()
+	victim := writeLedger(t, intentLine(t, intentFor("k", "a", 1))+tornFrag)
+	before := readFile(t, victim)
+
+	link := filepath.Join(dir, "link.jsonl")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	dangling := filepath.Join(dir, "dangling.jsonl")
+	target := filepath.Join(dir, "created-through-the-link")
+	if err := os.Symlink(target, dangling); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.jsonl")
+	if err := mkfifo(fifo); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "dir.jsonl")
+	if err := os.Mkdir(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path string
+		want       Problem
+	}{
+		{"symlink to a ledger", link, ProblemSymlink},
+		{"dangling symlink", dangling, ProblemSymlink},
+		{"fifo", fifo, ProblemNotRegular},
+		{"directory", sub, ProblemNotRegular},
+	} {
+		t.Run("open "+tc.name, func(t *testing.T) {
+			l, err := Open(tc.path)
+			if err == nil {
+				// Even a wrongly accepted path must not get a row.
+				l.Close()
+			}
+			fe := wantProblem(t, err, tc.want)
+			if !strings.Contains(fe.Error(), tc.path) {
+				t.Fatalf("the error does not name the path: %v", fe)
+			}
+		})
+		t.Run("scan "+tc.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() { _, err := Scan(tc.path); done <- err }()
+			select {
+			case err := <-done:
+				wantProblem(t, err, tc.want)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Scan(%s) blocked", tc.path)
+			}
+		})
+	}
+	if got := readFile(t, victim); got != before {
+		t.Fatalf("the link's target was written: %q", got)
+	}
+	assertNoLock(t, victim)
+	if _, err := os.Lstat(target); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the dangling link's target was created: %v", err)
+	}
+}
+
+// TestRepairLockIsNotFollowed: a lock file replaced by a FIFO or a link is
+// read without blocking and never taken for ours.
+func TestRepairLockIsNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.repair-lock")
+	if err := mkfifo(fifo); err != nil {
+		t.Fatal(err)
+	}
+	mine := filepath.Join(dir, "mine")
+	if err := os.WriteFile(mine, []byte("token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.repair-lock")
+	if err := os.Symlink(mine, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, link} {
+		done := make(chan string, 1)
+		go func() { got, _ := readLock(p, len("token")); done <- got }()
+		select {
+		case got := <-done:
+			if got == "token" {
+				t.Fatalf("the lock %s was read through", p)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("reading the lock %s blocked", p)
+		}
+		release(p, "token")
+		if _, err := os.Lstat(p); err != nil {
+			t.Fatalf("release removed a lock that is not ours: %v", err)
+		}
+	}
+}

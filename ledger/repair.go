@@ -111,11 +111,35 @@ func (l *JSONL) acquire(lockPath, token string) error {
 }
 
 // release removes the lock only if it still holds our token: a lock stolen
-// from us belongs to someone else now.
+// from us belongs to someone else now. The lock is read without following
+// a symbolic link and without waiting on a FIFO: whoever replaced it may
+// have planted either.
 func release(lockPath, token string) {
-	if owner, err := os.ReadFile(lockPath); err == nil && string(owner) == token {
+	if owner, err := readLock(lockPath, len(token)); err == nil && owner == token {
 		os.Remove(lockPath)
 	}
+}
+
+// readLock reads at most max+1 bytes of a regular lock file.
+func readLock(lockPath string, max int) (string, error) {
+	f, err := os.OpenFile(lockPath, os.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("repair lock %s: not a regular file (%s)", lockPath, fi.Mode().Type())
+	}
+	buf := make([]byte, max+1)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
 
 // repairHeld is the locked part. again asks the caller to take the lock
@@ -146,7 +170,7 @@ func (l *JSONL) repairHeld(lockPath, token string) (again bool, err error) {
 		l.log.Info("terminated unterminated ledger row in place", "path", l.path, "offset", boundary)
 		return false, nil
 	}
-	if owner, _ := os.ReadFile(lockPath); string(owner) != token {
+	if owner, _ := readLock(lockPath, len(token)); owner != token {
 		l.log.Warn("ledger repair lock stolen before truncate; retrying", "lock", lockPath)
 		return true, nil
 	}

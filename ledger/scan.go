@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -113,7 +114,12 @@ func Scan(path string, opts ...ScanOption) (*ScanResult, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	f, err := os.Open(path)
+	// As Open: the final component is never followed, and a FIFO must not
+	// block the open (it is refused as not regular just below).
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, openError(path, err)
+	}
 	if err != nil {
 		return nil, err
 	}

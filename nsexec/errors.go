@@ -3,6 +3,7 @@ package nsexec
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"syscall"
 )
 
@@ -137,3 +138,29 @@ func (e *SetupError) Unwrap() error {
 	}
 	return e.Errno
 }
+
+// stdioNames name descriptors 0, 1 and 2 for StdioError.
+var stdioNames = [...]string{"stdin", "stdout", "stderr"}
+
+// StdioError is a descriptor refused as the tool's stdin, stdout or stderr
+// (CheckStdio): a directory, an O_PATH descriptor or a kernel-object handle
+// would be a door from the sandbox to the host. Nothing was started.
+type StdioError struct {
+	FD   int    // 0, 1 or 2
+	Kind string // "a directory", "an O_PATH descriptor", ...
+	Err  error  // set when the descriptor could not even be inspected
+}
+
+func (e *StdioError) Error() string {
+	name := "descriptor " + strconv.Itoa(e.FD)
+	if e.FD >= 0 && e.FD < len(stdioNames) {
+		name = stdioNames[e.FD] + " (descriptor " + strconv.Itoa(e.FD) + ")"
+	}
+	if e.Err != nil {
+		return "sandbox stdio: inspect " + name + ": " + e.Err.Error()
+	}
+	return "sandbox stdio: " + name + " is " + e.Kind + ", which would let the tool reach host files " +
+		"through /proc/self/fd/" + strconv.Itoa(e.FD) + "; pass a pipe, a regular file, a terminal, a socket or /dev/null"
+}
+
+func (e *StdioError) Unwrap() error { return e.Err }

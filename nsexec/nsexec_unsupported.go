@@ -21,6 +21,9 @@ func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Proc
 	return nil, ErrUnsupported
 }
 
+// CheckStdio accepts everything: no sandbox is started on this system.
+func CheckStdio(Stdio) error { return nil }
+
 // SubordinateIdentity returns ErrUnsupported.
 func SubordinateIdentity(user string) (Identity, error) { return Identity{}, ErrUnsupported }
 

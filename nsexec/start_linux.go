@@ -21,6 +21,11 @@ func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Proc
 	if _, marked := os.LookupEnv(initFDEnv); marked && !initCalled.Load() {
 		return nil, ErrNested
 	}
+	// Refused before anything touches the host (spawn checks again where
+	// the descriptors are handed over).
+	if err := CheckStdio(stdio); err != nil {
+		return nil, err
+	}
 	o := newOptions(opts)
 	c, err := normalize(cfg, false)
 	if err != nil {
@@ -208,9 +213,13 @@ func syncPair() (parent, child *os.File, err error) {
 	return os.NewFile(uintptr(fds[0]), "sandbox-sync"), os.NewFile(uintptr(fds[1]), "sandbox-sync-child"), nil
 }
 
-// stdioFiles fills nil members with /dev/null; the returned func closes
-// what it opened.
+// stdioFiles checks the given descriptors (CheckStdio: this is where every
+// descriptor handed to a tool passes) and fills nil members with
+// /dev/null; the returned func closes what it opened.
 func stdioFiles(s Stdio) ([]*os.File, func(), error) {
+	if err := CheckStdio(s); err != nil {
+		return nil, nil, err
+	}
 	files := []*os.File{s.Stdin, s.Stdout, s.Stderr}
 	var opened []*os.File
 	closeAll := func() {

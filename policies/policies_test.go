@@ -111,7 +111,7 @@ func TestParseStrictDecoding(t *testing.T) {
 			t.Errorf("%s: accepted %q", name, doc)
 		}
 	}
-	if _, err := Parse(strings.NewReader("{\"name\": \"ok\"}\n\n")); err != nil {
+	if _, err := Parse(strings.NewReader("{\"name\": \"ok\", \"unfiltered\": true}\n\n")); err != nil {
 		t.Errorf("trailing white space refused: %v", err)
 	}
 }
@@ -214,7 +214,7 @@ func TestRequiredFromBase(t *testing.T) {
 	if _, err := Load(ok); err != nil {
 		t.Errorf("memory set by the base must satisfy required: %v", err)
 	}
-	bad := write(t, dir, "bad.json", `{"limits": {"required": ["memory"]}}`)
+	bad := write(t, dir, "bad.json", `{"limits": {"required": ["memory"]}, "unfiltered": true}`)
 	if _, err := Load(bad); len(FieldErrors(err)) != 1 {
 		t.Errorf("required without the limit: got %v", err)
 	}
@@ -261,5 +261,74 @@ func TestSizes(t *testing.T) {
 		if _, err := in.Bytes(); err == nil {
 			t.Errorf("%q accepted", in)
 		}
+	}
+}
+
+// TestNoFilterNeedsAStatement is issue 13 item 8: `{"name":"bare"}` and a
+// profile that allows everything validated and ran with no filter and no
+// word said. Now only a policy that states "unfiltered": true runs without
+// an effective filter, and each refusal names the JSON path and the fix.
+func TestNoFilterNeedsAStatement(t *testing.T) {
+	refused := map[string]struct{ doc, path string }{
+		"bare":               {`{"name": "bare"}`, "seccomp"},
+		"allow everything":   {`{"name": "a", "seccomp": {"defaultAction": "SCMP_ACT_ALLOW"}}`, "seccomp.defaultAction"},
+		"log everything":     {`{"name": "a", "seccomp": {"defaultAction": "SCMP_ACT_LOG", "syscalls": [{"names": ["read"], "action": "SCMP_ACT_ALLOW"}]}}`, "seccomp.defaultAction"},
+		"both said":          {`{"name": "a", "unfiltered": true, "seccomp": {"defaultAction": "SCMP_ACT_ERRNO"}}`, "unfiltered"},
+		"only limits":        {`{"limits": {"memory": "1G"}}`, "seccomp"},
+		"extends, allow all": {`{"extends": "default", "seccomp": {"defaultAction": "SCMP_ACT_ALLOW"}}`, "seccomp.defaultAction"},
+	}
+	for name, c := range refused {
+		t.Run(name, func(t *testing.T) {
+			p, err := Parse(strings.NewReader(c.doc))
+			if err == nil {
+				_, err = Resolve(p)
+			}
+			fes := FieldErrors(err)
+			if len(fes) != 1 || fes[0].Path != c.path {
+				t.Fatalf("got %v, want one field error at %s", err, c.path)
+			}
+			if c.path != "unfiltered" && !strings.Contains(fes[0].Reason, `"unfiltered": true`) {
+				t.Fatalf("the error does not name the fix: %v", fes[0])
+			}
+		})
+	}
+	accepted := map[string]struct {
+		doc        string
+		unfiltered bool
+	}{
+		"stated":           {`{"name": "bare", "unfiltered": true}`, true},
+		"denylist":         {`{"name": "d", "seccomp": {"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["ptrace"], "action": "SCMP_ACT_ERRNO"}]}}`, false},
+		"extends default":  {`{"extends": "default"}`, false},
+		"drops the filter": {`{"extends": "default", "unfiltered": true}`, true},
+	}
+	for name, c := range accepted {
+		t.Run(name, func(t *testing.T) {
+			p, err := Parse(strings.NewReader(c.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Resolve(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Unfiltered != c.unfiltered || r.Filters() == c.unfiltered || (c.unfiltered && r.Seccomp != nil) {
+				t.Fatalf("unfiltered %v, filters %v, seccomp %v; want unfiltered %v", r.Unfiltered, r.Filters(), r.Seccomp != nil, c.unfiltered)
+			}
+		})
+	}
+	// A profile over an unfiltered base filters again.
+	dir := t.TempDir()
+	write(t, dir, "open.json", `{"name": "open", "unfiltered": true}`)
+	closed := write(t, dir, "closed.json", `{"name": "closed", "extends": "open.json", "seccomp": {"defaultAction": "SCMP_ACT_ERRNO"}}`)
+	r, err := Load(closed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Unfiltered || !r.Filters() {
+		t.Fatalf("a profile over an unfiltered base: unfiltered %v, filters %v", r.Unfiltered, r.Filters())
+	}
+	// A policy built in Go and never resolved is judged the same way.
+	if err := (&Policy{Name: "bare"}).CheckFilter(); len(FieldErrors(err)) != 1 {
+		t.Fatalf("CheckFilter on a bare policy: %v", err)
 	}
 }

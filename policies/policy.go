@@ -52,8 +52,16 @@ type Policy struct {
 	// Env lists names of host environment variables passed to the tool;
 	// nothing else of the host environment reaches it.
 	Env []string `json:"env,omitempty"`
-	// Seccomp is the syscall filter; nil means no filter.
+	// Seccomp is the syscall filter; nil means no filter, which needs
+	// Unfiltered.
 	Seccomp *specs.LinuxSeccomp `json:"seccomp,omitempty"`
+	// Unfiltered states that the tool runs with no syscall filter at all.
+	// A policy that ends up without an effective filter (no seccomp, or a
+	// profile that lets every call through) is refused unless it says so
+	// here: a filter must never be dropped by omission. It contradicts a
+	// seccomp profile in the same document; over a base that has one it
+	// drops it (see Resolve).
+	Unfiltered bool `json:"unfiltered,omitempty"`
 }
 
 // Identity is the user and group the tool runs as inside the sandbox. 0 is

@@ -25,14 +25,17 @@ const MaxExtendsDepth = 8
 //     replaces it; others are appended); rlimits merge by type likewise;
 //   - env is the union of the names, in order;
 //   - seccomp is replaced as a whole when the extending policy sets one:
-//     filter rules are ordered and prioritised, so profiles are not mixed.
+//     filter rules are ordered and prioritised, so profiles are not mixed;
+//     "unfiltered": true drops the base's profile, and a profile set over
+//     an unfiltered base makes the result filtered again.
 //
 // A field cannot be unset by an extending policy (there is no "null means
 // remove"); write a policy without extends for that.
 //
 // Defaults after merging: version 1, rootfs "host", network "none",
 // identity 1000/1000. Limits and seccomp have no defaults: a policy that
-// extends nothing and sets no seccomp runs with no filter.
+// ends up with no seccomp profile (or one that refuses nothing) is invalid
+// unless it states "unfiltered": true (CheckFilter).
 func Resolve(p *Policy) (*Policy, error) {
 	return resolve(clone(p), p.Name, "", nil)
 }
@@ -165,7 +168,10 @@ func merge(base, child *Policy) *Policy {
 	}
 	out.Env = union(out.Env, c.Env)
 	if c.Seccomp != nil {
-		out.Seccomp = c.Seccomp
+		out.Seccomp, out.Unfiltered = c.Seccomp, false
+	}
+	if c.Unfiltered {
+		out.Seccomp, out.Unfiltered = nil, true
 	}
 	return out
 }

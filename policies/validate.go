@@ -46,6 +46,13 @@ func (p *Policy) Validate() error {
 	if p.Seccomp != nil {
 		v.seccomp(p.Seccomp)
 	}
+	if p.Unfiltered && p.Seccomp != nil {
+		v.add("unfiltered", true, "contradicts the seccomp profile of the same policy; remove one of them")
+	} else if p.Extends == "" {
+		if err := p.CheckFilter(); err != nil {
+			v.errs = append(v.errs, err)
+		}
+	}
 	return v.err()
 }
 

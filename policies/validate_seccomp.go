@@ -88,3 +88,44 @@ func joinOps() string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// passes are the actions that let a call through.
+var passes = []specs.LinuxSeccompAction{specs.ActAllow, specs.ActLog}
+
+// Filters reports whether the policy's seccomp profile refuses anything:
+// false without a profile, and for one whose default and every rule let
+// calls through (SCMP_ACT_ALLOW, SCMP_ACT_LOG), which compiles to a filter
+// that filters nothing.
+func (p *Policy) Filters() bool {
+	s := p.Seccomp
+	if s == nil {
+		return false
+	}
+	if !slices.Contains(passes, s.DefaultAction) {
+		return true
+	}
+	for _, r := range s.Syscalls {
+		if !slices.Contains(passes, r.Action) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckFilter returns the *FieldError refusing an effective policy that
+// runs without a syscall filter and does not say "unfiltered": true, or
+// nil. Validate applies it to every policy that extends nothing (what a
+// policy extending another leaves unset comes from its base); a provider
+// applies it to the policy it runs.
+func (p *Policy) CheckFilter() error {
+	if p.Unfiltered || p.Filters() {
+		return nil
+	}
+	if p.Seccomp == nil {
+		return &FieldError{Path: "seccomp", Reason: `is missing, so the tool would run with no syscall filter; ` +
+			`add a profile ("extends": "default" brings the default allowlist) or state "unfiltered": true`}
+	}
+	return fieldErr("seccomp.defaultAction", p.Seccomp.DefaultAction, `lets every call through and no rule refuses any, `+
+		`so the profile filters nothing; make it refuse something (the default allowlist uses SCMP_ACT_ERRNO), `+
+		`or remove the profile and state "unfiltered": true`)
+}

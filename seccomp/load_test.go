@@ -95,7 +95,7 @@ func TestStrictProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := runProbes(t, withErrno(t, p.Seccomp, marker))
-	for _, name := range []string{"socket AF_INET", "socket AF_INET6", "socket AF_NETLINK route", "keyctl", "mount", "clone CLONE_NEWUSER"} {
+	for _, name := range []string{"socket AF_INET", "socket AF_INET6", "socket AF_NETLINK route", "keyctl", "mount", "clone CLONE_NEWUSER", "ioctl TIOCSETD", "ioctl TIOCEXCL", "ioctl KDSKBMODE"} {
 		if e := unix.Errno(got[name]); e != marker {
 			t.Errorf("strict %s: got %v, want the filter's errno", name, e)
 		}

@@ -183,7 +183,8 @@ func cgroupsReport() cgroupReport {
 	c := cgroupReport{Limits: map[string]string{}}
 	// What the native provider itself will use: it may pick another parent
 	// than the cgroups default (the v2 root as root, see native).
-	pv, err := native.New(native.WithPolicy(&policies.Policy{}))
+	// The provider only reports its cgroups here; it never runs a tool.
+	pv, err := native.New(native.WithPolicy(&policies.Policy{Unfiltered: true}))
 	if err != nil {
 		c.Layout = "unknown"
 		for _, l := range []string{"memory", "pids", "cpu"} {

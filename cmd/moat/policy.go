@@ -82,7 +82,17 @@ func policyCheck(path string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "%s: valid (%s)\n", path, digest)
+	if p.Unfiltered {
+		fmt.Fprintln(stderr, unfilteredWarning("moat policy check "+path, p))
+	}
 	return exitOK
+}
+
+// unfilteredWarning is the one line said wherever a policy that states
+// "unfiltered": true is checked or run.
+func unfilteredWarning(prefix string, p *policies.Policy) string {
+	return fmt.Sprintf(`%s: warning: policy %q runs the tool with no seccomp filter ("unfiltered": true): `+
+		`every system call reaches the kernel`, prefix, p.Name)
 }
 
 // printPolicyError prints one line per field error when there are any (so a

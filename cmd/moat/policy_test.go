@@ -58,7 +58,7 @@ func TestPolicyCheck(t *testing.T) {
 	if code != 1 {
 		t.Errorf("check bad: exit %d", code)
 	}
-	for _, want := range []string{"3 problem(s)", "network:", `limits.memory: "12 parsecs" is not a size`, "limits.pids:"} {
+	for _, want := range []string{"4 problem(s)", "network:", `limits.memory: "12 parsecs" is not a size`, "limits.pids:", "seccomp: is missing"} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("check bad: %q lacks %q", errs, want)
 		}

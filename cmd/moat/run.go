@@ -120,6 +120,9 @@ Flags:
 	if err := pol.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
+	if pol.Unfiltered {
+		fmt.Fprintln(stderr, unfilteredWarning("moat run", pol))
+	}
 	mounts, err := parseBinds(binds)
 	if err != nil {
 		return usageErr("%v", err)
@@ -128,6 +131,9 @@ Flags:
 		if fi, err := os.Stat(*workdir); err != nil || !fi.IsDir() {
 			return usageErr("--workdir %q is not a directory", *workdir)
 		}
+	}
+	for _, w := range socketWarnings(append(append([]specs.Mount(nil), pol.Mounts...), mounts...), *workdir) {
+		fmt.Fprintln(stderr, w)
 	}
 	env := sandboxEnv(envs, *inherit)
 
@@ -155,6 +161,8 @@ Flags:
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
+	term := saveTerminal()
+	defer term.restore()
 	st, err := p.Run(context.Background(), &native.Command{
 		Args: argv, Env: env, Workdir: *workdir,
 		Stdin: os.Stdin, Stdout: fileOr(stdout, os.Stdout), Stderr: fileOr(stderr, os.Stderr), Signals: sigs,

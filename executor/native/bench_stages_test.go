@@ -85,7 +85,7 @@ func BenchmarkStage(b *testing.B) {
 	})
 	b.Run("native-cold/no-seccomp", func(b *testing.B) {
 		pol := defaultPolicy(b)
-		pol.Seccomp = nil
+		pol.Seccomp, pol.Unfiltered = nil, true
 		dispatchLoop(b, benchProvider(b, native.WithPolicy(pol), native.WithInitPath(moatInit(b))), nil)
 	})
 	b.Run("native-cold/no-cgroups", func(b *testing.B) {

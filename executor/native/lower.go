@@ -25,8 +25,16 @@ var programs seccomp.Cache
 // configuration.
 func lower(o *options) (*launcher, executor.Config, error) {
 	pol := o.policy
-	if err := pol.Validate(); err != nil {
-		return nil, executor.Config{}, fmt.Errorf("native: policy %q: %w", pol.Name, err)
+	// Validate judges the filter of a policy that extends nothing; this
+	// one runs as it is, so no filter without the statement, whatever it
+	// extends.
+	err := pol.Validate()
+	if err == nil {
+		err = pol.CheckFilter()
+	}
+	if err != nil {
+		return nil, executor.Config{}, &executor.Error{Code: executor.CodeConfig, Err: err,
+			Message: fmt.Sprintf("native: policy %q: %v", pol.Name, err)}
 	}
 	cfg := o.pipeline
 	cfg.Name = "native"

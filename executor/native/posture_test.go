@@ -12,6 +12,7 @@ import (
 	"github.com/moat-sandbox/moat/ledger"
 	"github.com/moat-sandbox/moat/nsexec"
 	"github.com/moat-sandbox/moat/policies"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 func postureOf(t *testing.T, edit func(*policies.Policy), opts ...native.Option) executor.Posture {
@@ -87,7 +88,7 @@ func TestNativePostureFingerprint(t *testing.T) {
 	}
 	for name, edit := range map[string]func(*policies.Policy){
 		"network loopback": func(p *policies.Policy) { p.Network = policies.NetworkLoopback },
-		"no seccomp":       func(p *policies.Policy) { p.Seccomp = nil },
+		"no seccomp":       func(p *policies.Policy) { p.Seccomp, p.Unfiltered = nil, true },
 		"longer timeout":   func(p *policies.Policy) { p.Limits.Timeout = "10m" },
 		"env allowlist":    func(p *policies.Policy) { p.Env = append(p.Env, "HOME") },
 	} {
@@ -97,5 +98,43 @@ func TestNativePostureFingerprint(t *testing.T) {
 	}
 	if executor.Fingerprint(postureOf(t, nil, native.WithoutCgroups())) == base {
 		t.Error("dropping the cgroup limits did not move the fingerprint")
+	}
+}
+
+// TestNoFilterWithoutTheStatement is issue 13 item 8 at the library seam:
+// a policy built in Go that lost its filter (none, or one that allows
+// everything) is refused by New with a typed config error naming the JSON
+// path; with "unfiltered" stated it runs, and the posture says seccomp is
+// off, which the strict floor refuses.
+func TestNoFilterWithoutTheStatement(t *testing.T) {
+	allowAll := &specs.LinuxSeccomp{DefaultAction: specs.ActAllow}
+	for name, edit := range map[string]func(*policies.Policy){
+		"no profile":       func(p *policies.Policy) { p.Seccomp = nil },
+		"allow everything": func(p *policies.Policy) { p.Seccomp = allowAll },
+		"bare, extending":  func(p *policies.Policy) { p.Seccomp, p.Extends = nil, "default" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			pol, err := policies.Builtin("default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			edit(pol)
+			p, err := native.New(native.WithPolicy(pol), native.WithLedger(&ledger.Memory{}))
+			if err == nil {
+				p.Close()
+				t.Fatal("a policy with no effective filter was accepted")
+			}
+			fes := policies.FieldErrors(err)
+			if executor.CodeOf(err) != executor.CodeConfig || len(fes) == 0 || !strings.HasPrefix(fes[0].Path, "seccomp") {
+				t.Fatalf("got %v (code %q), want a config error with a seccomp field error", err, executor.CodeOf(err))
+			}
+		})
+	}
+	post := postureOf(t, func(p *policies.Policy) { p.Seccomp, p.Unfiltered = nil, true })
+	if n := post.Isolation.Native; n == nil || n.Seccomp.Enabled || n.Seccomp.ProfileDigest != "" {
+		t.Fatalf("the posture of an unfiltered policy does not say seccomp is off: %+v", post.Isolation.Native)
+	}
+	if err := executor.StrictFloor(post); err == nil || !strings.Contains(err.Error(), "seccomp") {
+		t.Fatalf("the strict floor accepted an unfiltered posture: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/nsexec"
 )
 
 // Command is one command run in a sandbox with its stdio passed through (as
@@ -32,11 +33,18 @@ type Command struct {
 // Run runs one command in a fresh sandbox under the provider's policy and
 // waits for it. The wall-clock limit kills the whole sandbox; the returned
 // status says how the command ended, and the error is a typed
-// *executor.Error for a timeout, a setup or spawn failure, or an OOM kill.
+// *executor.Error for a timeout, a setup or spawn failure, or an OOM kill;
+// stdio that would open a door to the host (nsexec.CheckStdio) is a config
+// error wrapping the *nsexec.StdioError.
 func (p *Provider) Run(ctx context.Context, c *Command) (executor.ExitStatus, error) {
 	cfg := p.pipeline.Config()
 	if len(c.Args) == 0 {
 		return executor.ExitStatus{}, &executor.Error{Code: executor.CodeConfig, Message: "run: no command given"}
+	}
+	// A directory or an O_PATH descriptor as stdio is a door to the host:
+	// refused before anything is created for the run.
+	if err := nsexec.CheckStdio(nsexec.Stdio{Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr}); err != nil {
+		return executor.ExitStatus{}, &executor.Error{Code: executor.CodeConfig, Err: err, Message: "run: " + err.Error()}
 	}
 	workdir := c.Workdir
 	if workdir == "" {

@@ -50,6 +50,8 @@ const (
 	tiocsti   = 0x5412
 	tioclinux = 0x541C
 	tcgets    = 0x5401
+	tcsets    = 0x5402
+	tiocgetd  = 0x5424
 	negOne    = ^uintptr(0)
 	nsFlags   = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
 		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
@@ -115,7 +117,24 @@ var probes = []Probe{
 	{"ioctl TIOCSTI other high bits", Deny, sys(unix.SYS_IOCTL, negOne, 0x12300000000|tiocsti, 0)},
 	{"ioctl TIOCLINUX", Deny, sys(unix.SYS_IOCTL, negOne, tioclinux, 0)},
 	{"ioctl TIOCLINUX high bits", Deny, sys(unix.SYS_IOCTL, negOne, 0xffffffff00000000|tioclinux, 0)},
+	// Terminal state that outlives the run when the caller's terminal is
+	// the tool's stdio: line discipline (N_NULL silences the session),
+	// console redirect, serial settings, locked termios, exclusive mode,
+	// hangup, and the console's keymap, keyboard mode, font and VT switch
+	// (every 0x4Bxx and 0x56xx request). Ordinary termios stays allowed.
+	{"ioctl TIOCSETD", Deny, sys(unix.SYS_IOCTL, negOne, unix.TIOCSETD, 0)},
+	{"ioctl TIOCSETD high bits", Deny, sys(unix.SYS_IOCTL, negOne, 0xffffffff00000000|unix.TIOCSETD, 0)},
+	{"ioctl TIOCCONS", Deny, sys(unix.SYS_IOCTL, negOne, unix.TIOCCONS, 0)},
+	{"ioctl TIOCSSERIAL", Deny, sys(unix.SYS_IOCTL, negOne, unix.TIOCSSERIAL, 0)},
+	{"ioctl TIOCSLCKTRMIOS", Deny, sys(unix.SYS_IOCTL, negOne, 0x5457, 0)},
+	{"ioctl TIOCEXCL", Deny, sys(unix.SYS_IOCTL, negOne, unix.TIOCEXCL, 0)},
+	{"ioctl TIOCVHANGUP", Deny, sys(unix.SYS_IOCTL, negOne, 0x5437, 0)},
+	{"ioctl KDSKBMODE", Deny, sys(unix.SYS_IOCTL, negOne, 0x4B45, 0)},
+	{"ioctl KDSETMODE", Deny, sys(unix.SYS_IOCTL, negOne, 0x4B3A, 0)},
+	{"ioctl VT_ACTIVATE", Deny, sys(unix.SYS_IOCTL, negOne, 0x5606, 1)},
 	{"ioctl TCGETS", Allow, sys(unix.SYS_IOCTL, negOne, tcgets, 0)},
+	{"ioctl TCSETS", Allow, sys(unix.SYS_IOCTL, negOne, tcsets, 0)},
+	{"ioctl TIOCGETD", Allow, sys(unix.SYS_IOCTL, negOne, tiocgetd, 0)},
 
 	// Socket families.
 	{"socket AF_PACKET", Deny, sys(unix.SYS_SOCKET, unix.AF_PACKET, unix.SOCK_RAW, 0)},

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunWarnsOfBoundSockets is issue 13 item 9: a bind that holds a host
+// unix socket (docker.sock, the D-Bus socket) is reachable from --net none.
+// The tool here does connect to it; moat run must have said so, in one
+// line per bind, whether the source is the socket or its directory. As
+// root and as nobody.
+func TestRunWarnsOfBoundSockets(t *testing.T) {
+	bothIdentities(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	sock := filepath.Join(dir, "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	os.Chmod(sock, 0o777)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("host daemon\n"))
+			c.Close()
+		}
+	}()
+	plain := t.TempDir()
+	os.Chmod(plain, 0o755)
+	connect := `import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(s.recv(64).decode().strip())`
+	for _, c := range []struct{ name, bind, inside string }{
+		{"directory holding a socket", dir + ":/h", "/h/agent.sock"},
+		{"the socket itself", sock + ":/agent.sock", "/agent.sock"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := moat(t, "", "run", "--net", "none", "--bind", c.bind, "--", "python3", "-c", connect, c.inside)
+			if r.code != 0 || r.stdout != "host daemon\n" {
+				t.Fatalf("exit %d, stdout %q, stderr %q (the bound socket should be reachable, as documented)", r.code, r.stdout, r.stderr)
+			}
+			var warnings []string
+			for _, l := range strings.Split(r.stderr, "\n") {
+				if strings.Contains(l, "unix socket") {
+					warnings = append(warnings, l)
+				}
+			}
+			if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "moat run: warning:") || !strings.Contains(warnings[0], sock) {
+				t.Fatalf("stderr %q: want one warning line naming %s", r.stderr, sock)
+			}
+		})
+	}
+	t.Run("no socket, no warning", func(t *testing.T) {
+		r := moat(t, "", "run", "--bind", plain+":/p", "--", "/bin/true")
+		if r.code != 0 || strings.Contains(r.stderr, "unix socket") {
+			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+		}
+	})
+}
