@@ -14,6 +14,7 @@ import (
 
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/ledger"
+	"golang.org/x/sys/unix"
 )
 
 // Isolation is what a provider claims to isolate. Each isolation check
@@ -63,6 +64,7 @@ var isolationChecks = []struct {
 	{"i8", "host root never owns what the tool writes", func(i Isolation) bool { return i.Privileges }, checkOwner},
 	{"i9", "no file the tool leaves carries setuid or setgid bits", func(i Isolation) bool { return i.Privileges }, checkSetuid},
 	{"i10", "the tool's stdio is no door to a host directory", func(i Isolation) bool { return i.Filesystem }, checkStdio},
+	{"i11", "the caller's directory keeps its owner, mode and entries", func(i Isolation) bool { return i.Filesystem }, checkCallerDir},
 	{"h1", "every hostile syscall fails the right way", func(i Isolation) bool { return i.Seccomp }, checkAttacks},
 }
 
@@ -224,6 +226,35 @@ func checkStdio(k *kit) {
 		}
 		if d.Type == "directory" || d.Type == "symlink" || d.Type == "anonymous" || d.Flags == "O_PATH" || d.List == "ok" {
 			k.fatalf("descriptor %s of the tool is a door: %+v", fd, d)
+		}
+	}
+}
+
+// checkCallerDir: the runner's directory is the caller's own, made visible
+// read-only; the tool may change neither its owner or mode nor its entries
+// (issue 13: moat never leaves a caller's directory other than it found it).
+func checkCallerDir(k *kit) {
+	dir := filepath.Dir(k.runner)
+	var before unix.Stat_t
+	if err := unix.Stat(dir, &before); err != nil {
+		k.t.Fatal(err)
+	}
+	var got map[string]string
+	k.probe(Config{}, "probe-callerdir", map[string]any{"dir": dir}, &got)
+	var after unix.Stat_t
+	if err := unix.Stat(dir, &after); err != nil {
+		k.t.Fatal(err)
+	}
+	if after.Uid != before.Uid || after.Gid != before.Gid || after.Mode != before.Mode {
+		// Put it back for the checks that follow, then fail.
+		unix.Chown(dir, int(before.Uid), int(before.Gid))
+		unix.Chmod(dir, before.Mode&0o7777)
+		k.fatalf("the caller's directory %s went from %d:%d %#o to %d:%d %#o", dir,
+			before.Uid, before.Gid, before.Mode&0o7777, after.Uid, after.Gid, after.Mode&0o7777)
+	}
+	for _, op := range []string{"chmod", "chown", "create"} {
+		if got[op] == "ok" {
+			k.fatalf("the tool could %s the caller's directory %s: %v", op, dir, got)
 		}
 	}
 }

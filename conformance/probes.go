@@ -142,6 +142,22 @@ func init() {
 		}
 		return out
 	}
+	probes["probe-callerdir"] = func(args map[string]json.RawMessage) any {
+		var dir string
+		_ = json.Unmarshal(args["dir"], &dir)
+		out := map[string]string{
+			"chmod": errText(os.Chmod(dir, 0o777)),
+			"chown": errText(os.Chown(dir, os.Getuid(), os.Getgid())),
+		}
+		// O_EXCL never clobbers; what the probe created is removed at once.
+		f, err := os.OpenFile(filepath.Join(dir, "moat-probe-entry"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+		out["create"] = errText(err)
+		return out
+	}
 	probes["probe-fds"] = func(map[string]json.RawMessage) any {
 		dir, err := os.Open("/proc/self/fd")
 		if err != nil {
