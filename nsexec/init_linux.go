@@ -70,6 +70,10 @@ type child struct {
 	// trace: send the stage marks before the exec (WithTrace).
 	trace bool
 	marks [numMarks]int64
+	// fwd receives the signals to forward once subscribed is closed
+	// (subscribe).
+	fwd        chan os.Signal
+	subscribed chan struct{}
 }
 
 // mark records the end of a stage when tracing.
@@ -96,6 +100,7 @@ func (c *child) run() error {
 		return stepErr(StepConfig, "", err.Error(), err)
 	}
 	c.cfg, c.drop, c.trace, c.deferred = w.Config, w.DropGroups, w.Trace, w.Deferred
+	c.subscribe()
 	if err := joinTasks(w.Tasks); err != nil {
 		return err
 	}

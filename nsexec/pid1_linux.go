@@ -51,13 +51,9 @@ func (c *child) startTool(path string) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return stepErr(StepExec, path, "PR_SET_DUMPABLE", err)
 	}
-	// Subscribe before the fork so nothing the tool does or gets between the
-	// fork and the loop is lost. SIGCHLD has its own channel: a tool that
-	// floods the init with other signals cannot crowd out its own exit.
-	chld := make(chan os.Signal, 1)
-	signal.Notify(chld, unix.SIGCHLD)
-	fwd := make(chan os.Signal, 64)
-	signal.Notify(fwd, forwarded()...)
+	// The subscription began with the setup (subscribe); it must be complete
+	// before the fork so nothing the tool does or gets is lost.
+	<-c.subscribed
 	// syscall.ForkExec clones from the calling thread (CLONE_VFORK|CLONE_VM),
 	// the locked exec thread, so the child inherits that thread's
 	// credentials, empty capability sets, locked securebits, no_new_privs and
@@ -84,48 +80,54 @@ func (c *child) startTool(path string) error {
 	if err := writeAll(c.sync, []byte{msgStarted}); err != nil {
 		os.Exit(exitLauncherGone) // the namespace, the tool with it, ends here
 	}
-	c.supervise(pid, chld, fwd)
+	c.supervise(pid, c.fwd)
 	return nil
 }
 
-// supervise forwards signals to the tool and reaps until the tool is gone,
-// then reports its status and exits.
-func (c *child) supervise(tool int, chld, fwd chan os.Signal) {
-	gone := make(chan struct{})
-	go watchLauncher(c.sync, gone)
-	for {
-		select {
-		case <-chld:
-			if ws, ok := reap(tool); ok {
-				c.exit(ws)
-			}
-		case s := <-fwd:
-			// A signal the tool sent to pid 1 comes back to it; the init
-			// itself never acts on one.
-			_ = unix.Kill(tool, s.(syscall.Signal))
-		case <-gone:
-			os.Exit(exitLauncherGone)
-		}
-	}
+// subscribe asks the Go runtime for every signal the init forwards.
+// os/signal enables one signal at a time, each a round trip to the
+// runtime's signal thread (runtime ensureSigM), about 2 ms for all of them
+// on a busy host; so it runs beside the setup (and before a prepared
+// sandbox waits for its request), off the critical path. A signal that
+// arrives meanwhile is queued and reaches the tool once it runs.
+func (c *child) subscribe() {
+	c.fwd = make(chan os.Signal, 64)
+	c.subscribed = make(chan struct{})
+	go func() {
+		signal.Notify(c.fwd, forwarded()...)
+		close(c.subscribed)
+	}()
 }
 
-// reap collects every child that has exited (orphans re-parented to the
-// init included) and reports the tool's status once it was among them.
-func reap(tool int) (unix.WaitStatus, bool) {
-	var toolWS unix.WaitStatus
-	found := false
-	for {
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-		if err == unix.EINTR {
-			continue
+// supervise forwards signals to the tool and reaps until the tool is gone,
+// then reports its status and exits. A goroutine waits in wait4(2), which
+// reaps the children of every thread of the init: the tool's exit wakes it
+// directly, without the round trips of a SIGCHLD through the Go runtime's
+// signal goroutine. The forwarding stays on the exec thread: only that
+// thread has the tool's credentials (the identity switch is per thread), so
+// only its kill(2) passes the permission check when the launcher is root.
+func (c *child) supervise(tool int, fwd chan os.Signal) {
+	go watchLauncher(c.sync)
+	go func() {
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, 0, nil)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				os.Exit(exitSetup) // ECHILD: the tool is gone unseen, cannot happen
+			}
+			if pid == tool {
+				c.exit(ws)
+			}
+			// An orphan re-parented to the init: reaped, nothing more.
 		}
-		if err != nil || pid <= 0 {
-			return toolWS, found
-		}
-		if pid == tool {
-			toolWS, found = ws, true
-		}
+	}()
+	for s := range fwd {
+		// A signal the tool sent to pid 1 comes back to it; the init itself
+		// never acts on one.
+		_ = unix.Kill(tool, s.(syscall.Signal))
 	}
 }
 
@@ -142,10 +144,10 @@ func (c *child) exit(ws unix.WaitStatus) {
 	os.Exit(code)
 }
 
-// watchLauncher closes gone when the launcher's end of the sync socket
+// watchLauncher ends the sandbox when the launcher's end of the sync socket
 // closes: the launcher died (its parent-death signal may have been lost to
 // the race between clone and prctl) or gave up on the sandbox.
-func watchLauncher(fd int, gone chan<- struct{}) {
+func watchLauncher(fd int) {
 	var b [64]byte
 	for {
 		n, err := unix.Read(fd, b[:])
@@ -153,17 +155,16 @@ func watchLauncher(fd int, gone chan<- struct{}) {
 			continue
 		}
 		if n <= 0 {
-			close(gone)
-			return
+			os.Exit(exitLauncherGone)
 		}
 	}
 }
 
 // forwarded lists every signal a process can catch but SIGCHLD, which is
-// the init's own: 1 to 31 without SIGKILL and SIGSTOP, and the real-time
-// signals from SIGRTMIN (34; glibc keeps 32 and 33). A signal the init
-// inherited as ignored stays ignored, so the tool inherits that too, as it
-// would outside.
+// the init's own (it reaps in wait4): 1 to 31 without SIGKILL and SIGSTOP,
+// and the real-time signals from SIGRTMIN (34; glibc keeps 32 and 33). A
+// signal the init inherited as ignored stays ignored, so the tool inherits
+// that too, as it would outside.
 func forwarded() []os.Signal {
 	sigs := make([]os.Signal, 0, 60)
 	add := func(s syscall.Signal) {
