@@ -55,11 +55,12 @@ type Config struct {
 	Command   string
 	Args      []string
 	RunnerDir string
-	// AllowEnv, Credentials, Timeout, MaxOutputBytes and Ledger configure
-	// the provider as the check needs.
+	// AllowEnv, Credentials, Timeout, KillGrace, MaxOutputBytes and Ledger
+	// configure the provider as the check needs.
 	AllowEnv       []string
 	Credentials    executor.CredentialsFunc
 	Timeout        time.Duration
+	KillGrace      time.Duration
 	MaxOutputBytes int
 	Ledger         executor.Ledger
 }

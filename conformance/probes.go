@@ -80,6 +80,8 @@ func init() {
 		}
 	}
 	probes["probe-pids"] = func(args map[string]json.RawMessage) any {
+		var hostNS uint64
+		_ = json.Unmarshal(args["hostPidNS"], &hostNS)
 		entries, _ := os.ReadDir("/proc")
 		var pids []map[string]string
 		for _, e := range entries {
@@ -89,17 +91,18 @@ func init() {
 			comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
 			pids = append(pids, map[string]string{"pid": e.Name(), "comm": strings.TrimSpace(string(comm))})
 		}
-		// kill(-1) reaches every process the caller may signal. It is only
-		// harmless, and only a meaningful probe, as pid 1 of a fresh pid
-		// namespace, which cannot be a host process (the host's pid 1 is its
-		// init); anywhere else it would kill the caller's whole session, so
-		// the probe refuses and the check fails on "not pid 1".
-		killErr := errors.New("not pid 1 of a pid namespace; kill(-1) not attempted")
-		if os.Getpid() == 1 {
+		// kill(-1) reaches every process the caller may signal but pid 1 of
+		// its namespace and itself. It is only harmless, and only a
+		// meaningful probe, in a pid namespace other than the host's (the
+		// check passes the host's); anywhere else it would kill the caller's
+		// whole session, so the probe refuses.
+		killErr := errors.New("in the host's pid namespace; kill(-1) not attempted")
+		var st syscall.Stat_t
+		if err := syscall.Stat("/proc/self/ns/pid", &st); err == nil && hostNS != 0 && st.Ino != hostNS {
 			killErr = syscall.Kill(-1, syscall.SIGKILL)
 		}
 		host, _ := os.Hostname()
-		return map[string]any{"self": os.Getpid(), "pids": pids, "killAll": errText(killErr), "hostname": host}
+		return map[string]any{"self": os.Getpid(), "parent": os.Getppid(), "pids": pids, "killAll": errText(killErr), "hostname": host}
 	}
 	probes["probe-privs"] = func(map[string]json.RawMessage) any {
 		status, _ := os.ReadFile("/proc/self/status")

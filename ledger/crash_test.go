@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 // stdout ("I <attempt>" after an intent returned, "O <attempt>" after an
 // outcome returned) so the parent knows which rows must survive.
 func runHelper(mode string) error {
+	if mode == "diskfull" {
+		return runDiskFull(os.Getenv(helperPath))
+	}
 	path := os.Getenv(helperPath)
 	l, err := Open(path, WithNow(func() Millis { return 1 }))
 	if err != nil {

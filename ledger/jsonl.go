@@ -50,6 +50,14 @@ type JSONL struct {
 	flockMu  sync.Mutex
 	inflight int
 
+	// writeMu orders this instance's writes, so that none lands after a
+	// failed one before dirty is seen; dirty is set when a write failed or
+	// was short (ENOSPC, EIO, a quota) and may have left a fragment at the
+	// tail, which the next append repairs first, so two rows are never
+	// glued into one line.
+	writeMu sync.Mutex
+	dirty   bool
+
 	mu     sync.RWMutex // write side held only by Close
 	closed bool
 
@@ -134,12 +142,24 @@ func (l *JSONL) append(row []byte) error {
 	if l.repairErr != nil {
 		return fmt.Errorf("append to ledger %s: %w", l.path, l.repairErr)
 	}
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	if l.dirty {
+		// Under the repair lock, as a crashed writer's tail: a fragment is
+		// truncated and quarantined as a torn row, a complete row that
+		// lost its newline is terminated.
+		if err := l.repair(); err != nil {
+			return fmt.Errorf("append to ledger %s: repair the tail a failed append left: %w", l.path, err)
+		}
+		l.dirty = false
+	}
 	if err := l.share(); err != nil {
 		return fmt.Errorf("append to ledger %s: %w", l.path, err)
 	}
 	err := l.write(row)
 	l.unshare()
 	if err != nil {
+		l.dirty = true
 		return fmt.Errorf("append to ledger %s: %w", l.path, err)
 	}
 	return nil
@@ -184,9 +204,10 @@ func flock(f *os.File, how int) error {
 }
 
 // write appends b with exactly one write(2), retried only on EINTR (which
-// writes nothing). A short write (disk full) leaves a torn row that the
-// next writer's repair quarantines; it is reported, never completed by a
-// second write another writer's row could land in front of.
+// writes nothing). A short write (disk full) leaves a torn row that this
+// instance repairs before its next append (dirty) and any other writer's
+// repair quarantines; it is reported, never completed by a second write
+// another writer's row could land in front of.
 func (l *JSONL) write(b []byte) error {
 	fd := int(l.f.Fd())
 	for {

@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 3 // 2: the wire's tasks (WithCgroupTasks); 3: its sources
+const ConfigVersion = 4 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1
 
 // Network modes.
 const (

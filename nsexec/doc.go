@@ -3,7 +3,9 @@
 // built from read-only binds, a masked /proc, a minimal /dev, a size-capped
 // /tmp and a read-write /work, with every capability dropped, no_new_privs
 // set and an optional seccomp filter installed just before the tool is
-// executed as pid 1 of its pid namespace.
+// started. The init stays pid 1 of the pid namespace and the tool is its
+// only child: the init forwards every catchable signal to it, reaps, and
+// ends with it, reporting the tool's own status; it dies with its launcher.
 //
 // The sandbox child is a re-exec of the running binary (or of the binary
 // named by WithInitPath). That binary must call Init first in main, and every
@@ -16,8 +18,9 @@
 //
 // Init recognises the child by two signals, the argv[0] sentinel InitArgv0
 // and the environment variable naming the config descriptor; in any other
-// process it returns at once. In the child it never returns: it execs the
-// tool or reports a SetupError to the parent and exits 125.
+// process it returns at once. In the child it never returns: it runs the
+// tool and exits with its status, or reports a SetupError to the parent and
+// exits 125.
 //
 // # Identity
 //

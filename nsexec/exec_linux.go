@@ -2,7 +2,6 @@ package nsexec
 
 import (
 	"strings"
-	"syscall"
 
 	"github.com/moat-sandbox/moat/seccomp"
 	"golang.org/x/sys/unix"
@@ -11,8 +10,10 @@ import (
 // defaultPath is searched when the tool's environment has no PATH.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// exec replaces the init with the tool, on the locked thread: privileges
-// dropped, descriptors above 2 close-on-exec, seccomp installed last.
+// exec starts the tool from the locked thread: privileges dropped,
+// descriptors above 2 close-on-exec, seccomp installed last (on every thread
+// of the init), then the fork and exec of the tool, which the init
+// supervises as pid 1 (pid1_linux.go). It returns only on failure.
 func (c *child) exec() error {
 	cfg := c.cfg
 	path, err := lookPath(cfg.Args[0], cfg.Env)
@@ -36,8 +37,8 @@ func (c *child) exec() error {
 		return stepErr(StepFDs, "", "close_range", err)
 	}
 	c.mark(markPrivileges)
-	// Last: once the filter is in place, the only calls left are execve
-	// (and, on failure, the report write and exit).
+	// Last: once the filter is in place, the init only forks and execs the
+	// tool, forwards signals, reaps and reports, all under the filter.
 	if prog != nil {
 		if err := seccomp.Load(prog); err != nil {
 			return stepErr(StepSeccomp, "", "", err)
@@ -49,8 +50,7 @@ func (c *child) exec() error {
 			return stepErr(StepExec, path, "trace", err)
 		}
 	}
-	err = syscall.Exec(path, cfg.Args, cfg.Env)
-	return stepErr(StepExec, path, "", err)
+	return c.startTool(path)
 }
 
 // lookPath resolves a bare tool name against the PATH of the tool's

@@ -15,9 +15,15 @@ import (
 const InitArgv0 = "moat-sandbox-init"
 
 // initFDEnv names the descriptor of the sync socket in the child. It is the
-// only environment variable the child gets, and the second signal (with
-// InitArgv0) that this process is a sandbox child.
+// second signal (with InitArgv0) that this process is a sandbox child.
 const initFDEnv = "_MOAT_INIT_FD"
+
+// initGodebug is the only other variable of the child's environment. Go
+// 1.25's cgroup-aware GOMAXPROCS keeps the launcher's cgroup cpu.cfs_*
+// files open for the life of the process (runtime/cgroup_linux.go); the
+// init stays for the whole run and must hold no descriptor of a host file,
+// so it reads them once at start and closes them.
+const initGodebug = "GODEBUG=containermaxprocs=0,updatemaxprocs=0"
 
 // exitSetup is the child's exit status when the setup failed (as runc and
 // crun use 125 for "the runtime failed").
@@ -27,8 +33,9 @@ var initCalled atomic.Bool
 
 // Init must be called first in main, and in TestMain of every test package
 // that starts sandboxes. In a normal process it returns at once. In a
-// sandbox child it never returns: it execs the tool, or reports a SetupError
-// to the parent and exits 125.
+// sandbox child it never returns: it stays pid 1, runs the tool as its only
+// child and exits with the tool's status, or reports a SetupError to the
+// parent and exits 125.
 func Init() {
 	initCalled.Store(true)
 	if len(os.Args) != 1 || os.Args[0] != InitArgv0 {
@@ -64,6 +71,10 @@ type child struct {
 	// trace: send the stage marks before the exec (WithTrace).
 	trace bool
 	marks [numMarks]int64
+	// fwd receives the signals to forward once subscribed is closed
+	// (subscribe).
+	fwd        chan os.Signal
+	subscribed chan struct{}
 }
 
 // mark records the end of a stage when tracing.
@@ -76,8 +87,9 @@ func (c *child) mark(i int) {
 // run never returns on success: the last step execs the tool.
 func (c *child) run() error {
 	// The init is non-dumpable so nothing in the sandbox can ptrace it or
-	// open its /proc/1/{mem,fd,exe} while it holds capabilities
-	// (CVE-2016-9962); the tool gets a fresh dumpable state at exec.
+	// open its /proc/1/{mem,fd,exe,root,environ} (CVE-2016-9962), for its
+	// whole life (startTool re-asserts it); the tool gets a fresh dumpable
+	// state at its exec.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return stepErr(StepConfig, "", "PR_SET_DUMPABLE", err)
 	}
@@ -89,6 +101,7 @@ func (c *child) run() error {
 		return stepErr(StepConfig, "", err.Error(), err)
 	}
 	c.cfg, c.drop, c.trace, c.deferred, c.srcs = w.Config, w.DropGroups, w.Trace, w.Deferred, w.Sources
+	c.subscribe()
 	if err := joinTasks(w.Tasks); err != nil {
 		return err
 	}

@@ -64,6 +64,7 @@ var ErrUsed = errors.New("nsexec: this prepared sandbox was already used or clos
 // sandbox, or a bare name looked up in env's PATH there), its complete
 // environment and its stdio, and returns once the tool was exec'd, as Start
 // does. A Pending serves exactly one Exec; on error the sandbox is gone.
+// The prepared init stays pid 1 and starts the tool as its only child.
 func (s *Pending) Exec(ctx context.Context, args, env []string, stdio Stdio) (*Process, error) {
 	s.mu.Lock()
 	used := s.used
@@ -94,12 +95,14 @@ func (s *Pending) Exec(ctx context.Context, args, env []string, stdio Stdio) (*P
 		s.sync.SetDeadline(time.Now().Add(s.timeout))
 		err = s.proc.awaitExec(ctx, &h)
 		stop()
+		s.sync.SetDeadline(time.Time{})
 	}
-	s.sync.Close()
 	if err != nil {
+		s.sync.Close()
 		s.proc.abort()
 		return nil, err
 	}
+	s.proc.attach(s.sync)
 	return s.proc, nil
 }
 

@@ -49,7 +49,7 @@ func TestPrepareExec(t *testing.T) {
 		if err != nil {
 			t.Fatalf("prepare: %v", err)
 		}
-		out, e := runPrepared(t, s, []string{"sh", "-c", `read x; echo "$x $$ $(pwd) $FOO"; echo hi > f`},
+		out, e := runPrepared(t, s, []string{"sh", "-c", `read x; echo "$x $PPID $(pwd) $FOO"; echo hi > f`},
 			[]string{"PATH=/usr/bin:/bin", "FOO=bar"}, "in\n")
 		if e.Code != 0 || out != "in 1 /work bar\n" {
 			t.Fatalf("got %q, %+v", out, e)

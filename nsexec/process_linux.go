@@ -1,7 +1,9 @@
 package nsexec
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -12,9 +14,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Process is a running sandbox. Its pid is the tool's, which is pid 1 of the
-// sandbox's pid namespace: when it exits, the kernel kills everything else
-// in the sandbox.
+// Process is a running sandbox. Its pid is the init's, pid 1 of the
+// sandbox's pid namespace, whose only child is the tool: the init forwards
+// signals to the tool, reaps, and exits when the tool has, reporting the
+// tool's status over the sync socket; when the init exits, the kernel kills
+// everything else in the sandbox.
 type Process struct {
 	proc  *os.Process
 	done  chan struct{}
@@ -24,6 +28,14 @@ type Process struct {
 	after  func() // runs once the child was reaped (or never started)
 	hostID Identity
 	lease  *idLease // the host id's lock, when it came from the range
+
+	// sync is the launcher's end of the sync socket, held while the sandbox
+	// runs (the init ends the sandbox at its EOF) and read for the tool's
+	// status once the init is gone.
+	sync     *os.File
+	toolOnce sync.Once
+	toolWS   syscall.WaitStatus
+	toolOK   bool
 
 	mu       sync.Mutex
 	holds    []int // namespace descriptors kept until the tool was reaped
@@ -97,6 +109,34 @@ func (p *Process) own(path string, attr *os.ProcAttr, started chan<- error) {
 	p.release()
 }
 
+// attach hands the process the sync socket of a started sandbox.
+func (p *Process) attach(sync *os.File) { p.sync = sync }
+
+// toolStatus reads the tool's wait status that the init sent before it
+// exited, once, and closes the sync socket. An init that did not send one
+// (killed from outside, or its launcher gone) has none: the init's own
+// status stands.
+func (p *Process) toolStatus() (syscall.WaitStatus, bool) {
+	p.toolOnce.Do(func() {
+		if p.sync == nil {
+			return
+		}
+		defer p.sync.Close()
+		// The init has exited, so its end is closed: the read returns what
+		// it sent, then EOF. The deadline only guards against a descriptor
+		// that leaked to another process.
+		p.sync.SetReadDeadline(time.Now().Add(time.Second))
+		b, err := io.ReadAll(io.LimitReader(p.sync, 64))
+		if err != nil && len(b) == 0 {
+			return
+		}
+		if len(b) == 5 && b[0] == msgExit {
+			p.toolWS, p.toolOK = syscall.WaitStatus(binary.BigEndian.Uint32(b[1:])), true
+		}
+	})
+	return p.toolWS, p.toolOK
+}
+
 // abort kills a child that failed its setup and reaps it.
 func (p *Process) abort() {
 	_ = p.proc.Kill()
@@ -113,21 +153,26 @@ func (p *Process) Pid() int { return p.proc.Pid }
 
 // Signal sends sig to the sandbox's pid 1, through a pidfd where the kernel
 // has them (os.Process uses one since Go 1.23), so a recycled pid is never
-// hit. As pid 1 of its namespace, the tool does not get signals it has no
-// handler for, except SIGKILL and SIGSTOP sent from here.
+// hit. The init forwards every catchable signal to the tool, which gets it
+// as any process would; SIGKILL ends the init and with it the whole
+// sandbox.
 func (p *Process) Signal(sig os.Signal) error { return p.proc.Signal(sig) }
 
 // Done is closed once the tool has exited and was reaped.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
-// Wait waits for the tool to exit. It may be called more than once and from
-// several goroutines.
+// Wait waits for the sandbox to end and returns how the tool ended: its
+// status as the init reported it, else (the init was killed) the init's. It
+// may be called more than once and from several goroutines.
 func (p *Process) Wait() (Exit, error) {
 	<-p.done
 	if p.err != nil {
 		return Exit{}, fmt.Errorf("wait for sandbox pid %d: %w", p.proc.Pid, p.err)
 	}
 	ws := p.state.Sys().(syscall.WaitStatus)
+	if tws, ok := p.toolStatus(); ok {
+		ws = tws
+	}
 	e := Exit{Code: ws.ExitStatus()}
 	if ws.Signaled() {
 		e.Code, e.Signal = -1, ws.Signal()

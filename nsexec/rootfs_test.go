@@ -121,7 +121,7 @@ func TestRootfs(t *testing.T) {
 	asRootAndNobody(t, func(t *testing.T) {
 		cfg := &Config{Rootfs: root, Args: []string{"/bin/probe"}, Workdir: workdir(t)}
 		r := mustRun(t, cfg)
-		if !strings.HasPrefix(r.stdout, "uid 1000 pid 1\n") || !strings.Contains(r.stdout, "root: open /x: read-only file system") {
+		if !strings.HasPrefix(r.stdout, "uid 1000 ppid 1\n") || !strings.Contains(r.stdout, "root: open /x: read-only file system") {
 			t.Fatalf("got %q", r.stdout)
 		}
 		if b, err := os.ReadFile(filepath.Join(cfg.Workdir, "out")); err != nil || string(b) != "rootfs" {

@@ -96,21 +96,29 @@ func TestNetwork(t *testing.T) {
 
 func TestPidNamespace(t *testing.T) {
 	asRootAndNobody(t, func(t *testing.T) {
-		r := mustRun(t, shell(t, "echo $$; ls /proc"))
-		lines := strings.Fields(r.stdout)
-		if len(lines) == 0 || lines[0] != "1" {
-			t.Fatalf("the tool is not pid 1: %q", r.stdout)
+		r := mustRun(t, shell(t, "echo $PPID $$; tr '\\0' ' ' </proc/1/cmdline; echo; ls /proc"))
+		lines := strings.Split(r.stdout, "\n")
+		if len(lines) < 3 {
+			t.Fatalf("got %q", r.stdout)
+		}
+		ids := strings.Fields(lines[0])
+		if len(ids) != 2 || ids[0] != "1" {
+			t.Fatalf("the tool is not the child of pid 1: %q", r.stdout)
+		}
+		if strings.TrimSpace(lines[1]) != InitArgv0 {
+			t.Fatalf("pid 1 is %q, want the init %q", lines[1], InitArgv0)
 		}
 		var pids []int
-		for _, l := range lines[1:] {
+		for _, l := range strings.Fields(strings.Join(lines[2:], " ")) {
 			if n, err := strconv.Atoi(l); err == nil {
 				pids = append(pids, n)
 			}
 		}
-		// The shell (1) and ls: nothing of the host, nothing of ours (the
-		// init's threads used a few pids before its exec).
-		if len(pids) != 2 || pids[0] != 1 || pids[1] > 32 {
-			t.Fatalf("pids visible in the sandbox: %v", pids)
+		slices.Sort(pids)
+		// The init (1), the shell and ls: nothing of the host (the init's
+		// threads use a few pids before the tool's).
+		if len(pids) != 3 || pids[0] != 1 || strconv.Itoa(pids[1]) != ids[1] || pids[2] > 64 {
+			t.Fatalf("pids visible in the sandbox: %v (the shell is %s)", pids, ids[1])
 		}
 	})
 }

@@ -35,7 +35,7 @@ func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Proc
 	if err != nil {
 		return nil, err
 	}
-	sync.Close()
+	p.attach(sync)
 	o.logger.Debug("sandbox started", "pid", p.Pid(), "args", c.Args)
 	return p, nil
 }
@@ -85,7 +85,7 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 		initPath = "/proc/self/exe"
 	}
 	attr := &os.ProcAttr{
-		Env:   []string{initFDEnv + "=3"},
+		Env:   []string{initFDEnv + "=3", initGodebug},
 		Files: append(append(files, childEnd), o.tasks...), // sync at 3, tasks from 4
 		Sys:   sysProcAttr(c, id, root, o),
 	}
@@ -263,7 +263,7 @@ type handshake struct {
 }
 
 // handshake sends the config, waits for hello, runs the placement hook,
-// says go and waits for the exec (EOF), the ready of a deferred child, or a
+// says go and waits for the tool's start, the ready of a deferred child, or a
 // report.
 func (p *Process) handshake(ctx context.Context, h *handshake, frame []byte) error {
 	sync, o := h.sync, h.o
@@ -299,18 +299,12 @@ func (p *Process) handshake(ctx context.Context, h *handshake, frame []byte) err
 }
 
 // awaitExec reads what the child says after the go (or after a deferred
-// child's request): its stage marks, its ready, a report, or nothing but the
-// EOF of the exec.
+// child's request): its stage marks, its ready, a report, or that the tool
+// was started; an EOF before that is an init that died.
 func (p *Process) awaitExec(ctx context.Context, h *handshake) error {
 	var b [1]byte
 	for {
 		n, err := h.sync.Read(b[:])
-		if err == io.EOF {
-			if h.trace {
-				h.execAt = monotonic()
-			}
-			return nil // CLOEXEC closed the socket: the tool runs
-		}
 		if err != nil {
 			return p.wireErr(ctx, err, fmt.Errorf("nsexec: sandbox setup did not finish within %v", h.o.timeout))
 		}
@@ -318,6 +312,11 @@ func (p *Process) awaitExec(ctx context.Context, h *handshake) error {
 			continue
 		}
 		switch {
+		case b[0] == msgStarted && !h.deferred:
+			if h.trace {
+				h.execAt = monotonic()
+			}
+			return nil
 		case b[0] == msgError:
 			return readReport(h.sync)
 		case b[0] == msgReady && h.deferred:

@@ -31,8 +31,8 @@ type Trace struct {
 	Privileges time.Duration
 	// Seccomp is loading the filter.
 	Seccomp time.Duration
-	// Exec is from the filter being in place until the parent saw the exec
-	// (the sync socket closed by CLOEXEC).
+	// Exec is from the filter being in place until the parent heard that the
+	// init's fork and exec of the tool succeeded.
 	Exec time.Duration
 }
 

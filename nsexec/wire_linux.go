@@ -15,15 +15,21 @@ import (
 //	parent -> child: 4-byte big-endian length, the wire JSON
 //	child -> parent: msgHello
 //	parent -> child: msgGo (after the placement hook)
-//	child -> parent: nothing (exec closes the socket: EOF means the tool
-//	                 runs), or msgError followed by a report JSON and EOF;
+//	child -> parent: msgStarted once the tool was exec'd (the init stays
+//	                 pid 1), or msgError followed by a report JSON and EOF;
 //	                 when tracing, msgTrace and numMarks int64 first
+//	child -> parent: msgExit and the tool's 4-byte big-endian wait status
+//	                 once the init reaped it, then EOF as the init exits
 //
-// A deferred child (Prepare) says msgReady instead of exec'ing and waits:
+// The parent keeps its end open while the sandbox runs: the init ends the
+// sandbox when it reads EOF there (pid1_linux.go).
+//
+// A deferred child (Prepare) says msgReady instead of starting the tool and
+// waits:
 //
 //	parent -> child: 4-byte big-endian length, the request JSON, with the
 //	                 three stdio descriptors as SCM_RIGHTS on its first byte
-//	child -> parent: EOF (exec) or msgError and a report, as above
+//	child -> parent: msgStarted or msgError and a report, as above
 const (
 	msgHello byte = 'H'
 	msgGo    byte = 'G'

@@ -5,6 +5,8 @@ import (
 
 	"github.com/moat-sandbox/moat/conformance"
 	"github.com/moat-sandbox/moat/conformance/testenv"
+	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/executor/subprocess"
 )
 
 func TestMain(m *testing.M) { conformance.Main(m) }
@@ -22,4 +24,33 @@ func TestConformanceAsNobody(t *testing.T) {
 		return
 	}
 	conformance.Run(t, newProvider, everything)
+}
+
+// plainProvider is the reference for Compare: the subprocess provider, a
+// plain process group.
+func plainProvider(t *testing.T, cfg conformance.Config) executor.Provider {
+	opts := []subprocess.Option{
+		subprocess.WithCommand(cfg.Command, cfg.Args...),
+		subprocess.WithTimeout(cfg.Timeout),
+		subprocess.WithKillGrace(cfg.KillGrace),
+	}
+	if cfg.Ledger != nil {
+		opts = append(opts, subprocess.WithLedger(cfg.Ledger))
+	}
+	p, err := subprocess.New(opts...)
+	if err != nil {
+		t.Fatalf("subprocess.New: %v", err)
+	}
+	return p
+}
+
+// TestEndsAsAPlainProcess: the same tool ends the same way in the sandbox
+// as in a plain process, in the ledger and in the error, timeouts included.
+func TestEndsAsAPlainProcess(t *testing.T) { conformance.Compare(t, plainProvider, newProvider) }
+
+func TestEndsAsAPlainProcessAsNobody(t *testing.T) {
+	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
+		return
+	}
+	conformance.Compare(t, plainProvider, newProvider)
 }

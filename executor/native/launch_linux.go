@@ -146,8 +146,9 @@ func memoryLimit(res *specs.LinuxResources) int64 {
 	return *res.Memory.Limit
 }
 
-// process is one running sandbox. The tool is its pid 1: when it ends, the
-// kernel kills everything else in the pid namespace.
+// process is one running sandbox: its pid 1 is moat's init, whose only
+// child is the tool; when the tool ends, the init ends with its status and
+// the kernel kills everything else in the pid namespace.
 type process struct {
 	proc    *nsexec.Process
 	leaf    *cgroups.Leaf
@@ -162,10 +163,10 @@ type process struct {
 	waited bool
 }
 
-// Signal signals the sandbox's pid 1. SIGKILL from the parent namespace is
-// always delivered to a pid-namespace init and takes the whole namespace
-// with it; a catchable signal reaches it only if the tool handles it
-// (pid_namespaces(7)), which is what a grace period is for.
+// Signal signals the sandbox's pid 1, the init, which forwards every
+// catchable signal to the tool, so a tool without a handler ends at once and
+// one with a handler gets its grace. SIGKILL from the parent namespace ends
+// the init and takes the whole namespace with it.
 func (p *process) Signal(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -19,6 +19,7 @@ func newProvider(t *testing.T, cfg conformance.Config) executor.Provider {
 		subprocess.WithCommand(cfg.Command, cfg.Args...),
 		subprocess.WithAllowEnv(cfg.AllowEnv...),
 		subprocess.WithTimeout(cfg.Timeout),
+		subprocess.WithKillGrace(cfg.KillGrace),
 		subprocess.WithMaxOutputBytes(cfg.MaxOutputBytes),
 		subprocess.WithCredentials(cfg.Credentials),
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 func main() {
-	fmt.Printf("uid %d pid %d\n", os.Getuid(), os.Getpid())
+	fmt.Printf("uid %d ppid %d\n", os.Getuid(), os.Getppid())
 	if err := os.WriteFile("/work/out", []byte("rootfs"), 0o644); err != nil {
 		fmt.Println("work:", err)
 		os.Exit(1)

@@ -1,0 +1,304 @@
+//go:build linux
+
+package nsexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	probes["pid1"] = probePid1
+}
+
+// probePid1 is a tool that tries to reach the init through everything /proc,
+// ptrace, pidfds and signals offer, and prints "ok" only if each attempt
+// failed and the init is still there, running.
+func probePid1() error {
+	if os.Getppid() != 1 {
+		return fmt.Errorf("the tool's parent is %d, want the init, pid 1", os.Getppid())
+	}
+	for _, name := range []string{"exe", "root", "cwd", "mem", "environ", "fd", "fd/3", "map_files", "auxv", "task/1/mem", "task/1/environ"} {
+		path := "/proc/1/" + name
+		flagSet := []int{unix.O_RDONLY, unix.O_WRONLY, unix.O_RDWR}
+		if name == "exe" || name == "root" || name == "cwd" || name == "fd/3" {
+			// A magic link's target, even as a path handle.
+			flagSet = append(flagSet, unix.O_PATH)
+		}
+		for _, flags := range flagSet {
+			if fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0); err == nil {
+				unix.Close(fd)
+				return fmt.Errorf("open %s (flags %#x) succeeded", path, flags)
+			}
+		}
+		// An O_PATH handle of the magic link itself must not reopen onto
+		// its target either.
+		if l, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+			fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(l), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			unix.Close(l)
+			if err == nil {
+				unix.Close(fd)
+				return fmt.Errorf("reopen of %s through an O_PATH handle succeeded", path)
+			}
+		}
+	}
+	for _, name := range []string{"exe", "root", "cwd"} {
+		if target, err := os.Readlink("/proc/1/" + name); err == nil {
+			return fmt.Errorf("readlink /proc/1/%s = %q", name, target)
+		}
+	}
+	if err := unix.PtraceAttach(1); err == nil {
+		return errors.New("ptrace attach of pid 1 succeeded")
+	}
+	if err := unix.PtraceSeize(1); err == nil {
+		return errors.New("ptrace seize of pid 1 succeeded")
+	}
+	buf := make([]byte, 8)
+	if _, err := unix.ProcessVMReadv(1, []unix.Iovec{{Base: &buf[0], Len: 8}}, []unix.RemoteIovec{{Base: 0x400000, Len: 8}}, 0); err == nil || err == unix.EFAULT {
+		return fmt.Errorf("process_vm_readv of pid 1: %v", err)
+	}
+	if pidfd, err := unix.PidfdOpen(1, 0); err == nil {
+		for fd := 0; fd < 8; fd++ {
+			if got, err := unix.PidfdGetfd(pidfd, fd, 0); err == nil {
+				unix.Close(got)
+				return fmt.Errorf("pidfd_getfd of pid 1's descriptor %d succeeded", fd)
+			}
+		}
+		unix.Close(pidfd)
+	}
+	// SIGKILL and SIGSTOP from inside the namespace do not reach its init;
+	// every catchable signal comes back to the tool, the init acts on none.
+	_ = unix.Kill(1, unix.SIGKILL)
+	_ = unix.Kill(1, unix.SIGSTOP)
+	back := make(chan os.Signal, 8)
+	sigs := []syscall.Signal{unix.SIGTERM, unix.SIGSEGV, unix.SIGABRT, unix.SIGINT, unix.SIGUSR1}
+	for _, s := range sigs {
+		signal.Notify(back, s)
+	}
+	for _, s := range sigs {
+		if err := unix.Kill(1, s); err != nil && err != unix.EPERM {
+			return fmt.Errorf("kill(1, %v): %v", s, err)
+		} else if err == unix.EPERM {
+			continue // the init is another host user's (a root launcher)
+		}
+		select {
+		case got := <-back:
+			if got != s {
+				return fmt.Errorf("sent %v to pid 1, got %v back", s, got)
+			}
+		case <-time.After(5 * time.Second):
+			return fmt.Errorf("%v sent to pid 1 did not come back to the tool", s)
+		}
+	}
+	if err := unix.Kill(1, 0); err != nil && err != unix.EPERM {
+		return fmt.Errorf("pid 1 is gone: %v", err)
+	}
+	stat, err := os.ReadFile("/proc/1/stat")
+	if err != nil {
+		return err
+	}
+	if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) == 0 || f[0] == "T" || f[0] == "Z" {
+		return fmt.Errorf("pid 1 is in state %q", f)
+	}
+	fmt.Println("ok")
+	return nil
+}
+
+// TestInitOffersNothing runs the hostile probe as the tool, with a filter
+// in force (so the init runs under one too), and checks from the host that
+// the init is non-dumpable, filtered, without privileges and without a
+// descriptor to any host file while the tool runs.
+func TestInitOffersNothing(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		cfg := probeConfig(t, "pid1")
+		cfg.Seccomp = denyMkdirat(t)
+		r, err := run(t, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.exit.Code != 0 || r.stdout != "ok\n" {
+			t.Fatalf("pid1 probe: %+v\nstdout: %s\nstderr: %s", r.exit, r.stdout, r.stderr)
+		}
+
+		cfg = shell(t, "read x")
+		cfg.Seccomp = denyMkdirat(t)
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer inW.Close()
+		p, err := Start(context.Background(), cfg, Stdio{Stdin: inR})
+		inR.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { inW.Close(); p.Wait() }()
+		dir := "/proc/" + strconv.Itoa(p.Pid())
+		// The launcher's user owns the sandbox's user namespace and may take
+		// copies of the init's descriptors (pidfd_getfd(2)); /proc/<pid>/fd
+		// of the non-dumpable init is root's alone.
+		pidfd, err := unix.PidfdOpen(p.Pid(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(pidfd)
+		held := 0
+		for fd := 0; fd < 1024; fd++ {
+			got, err := unix.PidfdGetfd(pidfd, fd, 0)
+			if err == unix.EBADF {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("pidfd_getfd of the init's descriptor %d: %v", fd, err)
+			}
+			var st unix.Stat_t
+			err = unix.Fstat(got, &st)
+			unix.Close(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+				t.Errorf("the init holds descriptor %d of mode %#o once the tool runs; only its sync socket may stay", fd, st.Mode)
+			}
+			held++
+		}
+		if held != 1 {
+			t.Errorf("the init holds %d descriptors, want only its sync socket", held)
+		}
+		tasks, err := os.ReadDir(dir + "/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			status, err := os.ReadFile(dir + "/task/" + task.Name() + "/status")
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(status), "\n") {
+				k, v, _ := strings.Cut(line, ":")
+				v = strings.TrimSpace(v)
+				if (k == "Seccomp" && v != "2") || (k == "NoNewPrivs" && v != "1") {
+					t.Errorf("init thread %s: %s %s, want every thread under the filter", task.Name(), k, v)
+				}
+			}
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(dir+"/mem", &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != 0 {
+			t.Errorf("/proc/<init>/mem is owned by %d, want root (the init is non-dumpable)", st.Uid)
+		}
+	})
+}
+
+// TestToolStatusAsOutside checks that the sandbox ends as the tool would
+// outside: a self-inflicted signal is reported as that signal, exit codes
+// pass through, and a signal sent to the sandbox reaches a tool without a
+// handler at once.
+func TestToolStatusAsOutside(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		for _, c := range []struct {
+			script string
+			code   int
+			sig    syscall.Signal
+		}{
+			{"kill -9 $$", -1, unix.SIGKILL},
+			{"kill -ABRT $$", -1, unix.SIGABRT},
+			{"kill -TERM $$", -1, unix.SIGTERM},
+			{"exit 137", 137, 0},
+			{"exit 0", 0, 0},
+		} {
+			r, err := run(t, shell(t, c.script))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.exit.Code != c.code || r.exit.Signal != c.sig {
+				t.Errorf("%q: code %d signal %v, want %d %v", c.script, r.exit.Code, r.exit.Signal, c.code, c.sig)
+			}
+		}
+		for _, sig := range []syscall.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT} {
+			inR, inW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Start(context.Background(), shell(t, "echo up; exec sleep 100"), Stdio{Stdout: inW})
+			inW.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, 3)
+			if _, err := inR.Read(b); err != nil {
+				t.Fatal(err)
+			}
+			inR.Close()
+			start := time.Now()
+			if err := p.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-p.Done():
+			case <-time.After(10 * time.Second):
+				p.Signal(unix.SIGKILL)
+				t.Fatalf("%v did not end a tool without a handler", sig)
+			}
+			e, err := p.Wait()
+			if err != nil || e.Signal != sig {
+				t.Errorf("%v sent to the sandbox: %+v %v (after %v), want the tool killed by it", sig, e, err, time.Since(start))
+			}
+		}
+	})
+}
+
+// TestOrphansReaped checks that the init reaps the tool's orphans while the
+// tool runs: none stays a zombie.
+func TestOrphansReaped(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		r := mustRun(t, shell(t, `for i in 1 2 3 4 5; do (true &) ; done; sleep 0.3; `+
+			`z=0; for s in /proc/[0-9]*/stat; do case "$(cat $s 2>/dev/null)" in *") Z "*) z=$((z+1));; esac; done; echo zombies $z`))
+		if r.stdout != "zombies 0\n" {
+			t.Fatalf("got %q", r.stdout)
+		}
+	})
+}
+
+// TestPreparedInitStaysPid1 checks the warm path: a prepared sandbox's init
+// starts the tool as its child and forwards a signal to it.
+func TestPreparedInitStaysPid1(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		s, err := Prepare(context.Background(), &Config{Workdir: workdir(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.Exec(context.Background(), []string{"/bin/sh", "-c", "echo $PPID; exec sleep 100"}, []string{"PATH=/usr/bin:/bin"}, Stdio{Stdout: outW})
+		outW.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 2)
+		if _, err := outR.Read(b); err != nil || string(b) != "1\n" {
+			t.Fatalf("the tool's parent: %q %v, want 1", b, err)
+		}
+		outR.Close()
+		if err := p.Signal(unix.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if e, err := p.Wait(); err != nil || e.Signal != unix.SIGTERM {
+			t.Fatalf("got %+v %v, want the tool killed by SIGTERM", e, err)
+		}
+	})
+}
