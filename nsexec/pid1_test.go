@@ -119,6 +119,7 @@ func probePid1() error {
 // the init is non-dumpable, filtered, without privileges and without a
 // descriptor to any host file while the tool runs.
 func TestInitOffersNothing(t *testing.T) {
+	requireDefaultDisposition(t)
 	asRootAndNobody(t, func(t *testing.T) {
 		cfg := probeConfig(t, "pid1")
 		cfg.Seccomp = denyMkdirat(t)
@@ -207,6 +208,7 @@ func TestInitOffersNothing(t *testing.T) {
 // pass through, and a signal sent to the sandbox reaches a tool without a
 // handler at once.
 func TestToolStatusAsOutside(t *testing.T) {
+	requireDefaultDisposition(t)
 	asRootAndNobody(t, func(t *testing.T) {
 		for _, c := range []struct {
 			script string
@@ -301,4 +303,19 @@ func TestPreparedInitStaysPid1(t *testing.T) {
 			t.Fatalf("got %+v %v, want the tool killed by SIGTERM", e, err)
 		}
 	})
+}
+
+// requireDefaultDisposition fails a test that sends the sandbox signals when
+// this process inherited one of them ignored (a non-interactive shell
+// starts its background jobs with SIGINT and SIGQUIT ignored): the init
+// keeps an ignored signal ignored for the tool, as a plain process would
+// inherit it, so the test's expectations would not hold. Run the test
+// binary with them at their default (env --default-signal=INT,QUIT).
+func requireDefaultDisposition(t *testing.T) {
+	t.Helper()
+	for _, s := range []os.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT} {
+		if signal.Ignored(s) {
+			t.Fatalf("this test process inherited %v ignored, which its sandboxes keep as a plain process would: run it with the signal at its default", s)
+		}
+	}
 }

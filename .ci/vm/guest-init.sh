@@ -76,6 +76,9 @@ progress() {
 # Each binary runs in a session of its own (setsid): the tests signal
 # process groups, and one that reached this script's (the kernel starts
 # pid 1 in process group 0, which every child shares) stopped pid 1.
+# As background jobs of a non-interactive shell they would start with SIGINT
+# and SIGQUIT ignored, which a sandbox keeps for its tool as a plain process
+# would: env resets them, so the signal tests see what a terminal gives.
 run_all() { # run_all IDENTITY
   local who=$1 name rel skip rc t0 t1 pid prog args fixtures
   mkdir -p "$res/$who"
@@ -90,14 +93,14 @@ run_all() { # run_all IDENTITY
     t0=$(date +%s.%N)
     if [ "$who" = root ]; then
       (echo "$BASHPID" >"$rootleaf/cgroup.procs" &&
-        exec setsid env -i PATH="$PATH" HOME=/root USER=root TMPDIR=/tmp "${fixtures[@]}" MOAT_REQUIRE_ALL=1 \
+        exec setsid env -i --default-signal=INT,QUIT PATH="$PATH" HOME=/root USER=root TMPDIR=/tmp "${fixtures[@]}" MOAT_REQUIRE_ALL=1 \
           "/moat/bin/$name.test" "${args[@]}") </dev/null >"$res/$who/$name.log" 2>&1 &
     else
       # Without MOAT_REQUIRE_ALL: as an ordinary user the tests that need
       # root skip; the host fails the run on any other capability skip.
       (echo "$BASHPID" >"$scope/cgroup.procs" &&
         exec setsid setpriv --reuid=1000 --regid=1000 --init-groups \
-          env -i PATH="$PATH" HOME=/home/moat USER=moat LOGNAME=moat TMPDIR=/tmp "${fixtures[@]}" \
+          env -i --default-signal=INT,QUIT PATH="$PATH" HOME=/home/moat USER=moat LOGNAME=moat TMPDIR=/tmp "${fixtures[@]}" \
           "/moat/bin/$name.test" "${args[@]}") </dev/null >"$res/$who/$name.log" 2>&1 &
     fi
     pid=$!
