@@ -37,5 +37,5 @@ func TestMoatRunAsSandboxPrefix(t *testing.T) {
 			t.Fatal(err)
 		}
 		return p
-	}, conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true, Seccomp: true}))
+	}, conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true, SetID: true, Seccomp: true}))
 }
