@@ -49,6 +49,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	network := fs.String("net", "", "network: none (no interface up) or loopback (lo up); default from the policy")
 	fs.Var(&envs, "env", "set NAME=VALUE, or pass NAME from the host environment (repeatable)")
 	inherit := fs.Bool("inherit-env", false, "pass the whole host environment (for use as another executor's launcher)")
+	logFormat := logFormatFlag(fs)
 	expose := fs.Bool("expose-argv", false, "bind read-only exactly what CMD names: the executable (looked up in moat's PATH), a script's #! interpreters, and the arguments that are absolute paths of existing files")
 	uid := fs.Uint("uid", 0, "uid inside the sandbox (default from the policy, 1000)")
 	gid := fs.Uint("gid", 0, "gid inside the sandbox (default from the policy, 1000)")
@@ -146,7 +147,11 @@ Flags:
 		mounts = append(mounts, exposed...)
 	}
 
-	opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithBinds(mounts...), native.WithLogger(warnLogger(stderr)))
+	logger, err := cliLogger(*logFormat, "moat run", stderr)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithBinds(mounts...), native.WithLogger(logger))
 	if *cgroupParent != "" {
 		m, err := cgroups.New(cgroups.WithParent(*cgroupParent))
 		if err != nil {
