@@ -169,14 +169,19 @@ func init() {
 		defer dir.Close()
 		names, _ := dir.Readdirnames(-1)
 		fds := map[string]string{}
+		cloexec := map[string]bool{}
 		for _, n := range names {
 			if n == strconv.Itoa(int(dir.Fd())) {
 				continue // the descriptor doing the listing
 			}
 			target, _ := os.Readlink("/proc/self/fd/" + n)
 			fds[n] = target
+			if fd, err := strconv.Atoi(n); err == nil {
+				fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+				cloexec[n] = err == nil && fl&unix.FD_CLOEXEC != 0
+			}
 		}
-		return map[string]any{"fds": fds}
+		return map[string]any{"fds": fds, "cloexec": cloexec}
 	}
 }
 

@@ -39,17 +39,32 @@ func Parse(r io.Reader) (*Policy, error) {
 	}
 	var errs []error
 	unknownFields(generic, reflect.TypeOf(Policy{}), "", &errs)
+	var bad []string // paths dropped for the tolerant pass: unknown or of the wrong type
+	for _, e := range errs {
+		bad = append(bad, e.(*FieldError).Path)
+	}
+	kept := typeErrors(generic, reflect.TypeOf(Policy{}), "", &errs, &bad)
 	p := new(Policy)
 	if err := decodeOne(data, p, true); err != nil {
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &te):
-			errs = append(errs, &FieldError{Path: te.Field, Value: te.Value, Reason: "has the wrong type; want " + jsonType(te.Type)})
-		case len(errs) == 0:
-			errs = append(errs, err)
+		if len(errs) == 0 {
+			errs = append(errs, err) // what the walks cannot see
 		}
 	}
 	if len(errs) > 0 {
+		// The tolerant pass: validate what is left without the bad fields,
+		// so a wrong value is reported beside an unknown field or a wrong
+		// type, not after they are fixed. A problem that only follows from
+		// a dropped field ("seccomp: is missing") is not repeated.
+		if b, err := json.Marshal(kept); err == nil {
+			var rest Policy
+			if json.Unmarshal(b, &rest) == nil {
+				for _, fe := range FieldErrors(rest.Validate()) {
+					if !underAny(fe.Path, bad) {
+						errs = append(errs, fe)
+					}
+				}
+			}
+		}
 		return nil, fmt.Errorf("parse policy: %w", errors.Join(errs...))
 	}
 	if err := p.Validate(); err != nil {
@@ -108,6 +123,104 @@ func unknownFields(v any, t reflect.Type, path string, errs *[]error) {
 			unknownFields(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
 		}
 	}
+}
+
+// typeErrors walks a generic decoding against the Go type t, reports every
+// value of the wrong JSON type (as encoding/json would refuse it) with its
+// path, and returns the decoding without those values and without unknown
+// keys.
+func typeErrors(v any, t reflect.Type, path string, errs *[]error, bad *[]string) any {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if v == nil {
+		return nil // null leaves any field unset
+	}
+	wrong := func() any {
+		*errs = append(*errs, &FieldError{Path: path, Value: jsonValue(v), Reason: "has the wrong type; want " + jsonType(t)})
+		*bad = append(*bad, path)
+		return nil
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return leaf(v, t, wrong)
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return wrong()
+		}
+		fields := jsonFields(t)
+		out := map[string]any{}
+		for _, k := range sortedKeys(obj) {
+			if ft, ok := fields[k]; ok {
+				if kv := typeErrors(obj[k], ft, join(path, k), errs, bad); kv != nil {
+					out[k] = kv
+				}
+			}
+		}
+		return out
+	case reflect.Map:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return wrong()
+		}
+		out := map[string]any{}
+		for _, k := range sortedKeys(obj) {
+			if kv := typeErrors(obj[k], t.Elem(), join(path, k), errs, bad); kv != nil {
+				out[k] = kv
+			}
+		}
+		return out
+	case reflect.Slice, reflect.Array:
+		arr, ok := v.([]any)
+		if !ok {
+			return wrong()
+		}
+		out := make([]any, 0, len(arr))
+		for i, e := range arr {
+			if ev := typeErrors(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs, bad); ev != nil {
+				out = append(out, ev)
+			}
+		}
+		return out
+	case reflect.Interface:
+		return v
+	}
+	return leaf(v, t, wrong)
+}
+
+// leaf decodes one scalar as encoding/json would into t.
+func leaf(v any, t reflect.Type, wrong func() any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return wrong()
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(reflect.New(t).Interface()); err != nil {
+		return wrong()
+	}
+	return v
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// underAny reports whether path is one of paths or lies inside one.
+func underAny(path string, paths []string) bool {
+	for _, b := range paths {
+		if path == b || strings.HasPrefix(path, b+".") || strings.HasPrefix(path, b+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 func jsonFields(t reflect.Type) map[string]reflect.Type {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -26,6 +27,8 @@ type dispatchFlags struct {
 	image, cli, runtime                                               string
 	timeout                                                           time.Duration
 	asJSON                                                            bool
+	logFormat                                                         string
+	logger                                                            *slog.Logger
 }
 
 // dispatchCmd runs one full provider dispatch: the request goes through the
@@ -48,6 +51,7 @@ func dispatchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.runtime, "container-runtime", "", "container: the OCI runtime the CLI should use (e.g. runc)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of the tool (default: the policy's, or 30s)")
 	fs.BoolVar(&f.asJSON, "json", false, "print the result or the error as one JSON object on stdout")
+	logFormat := logFormatFlag(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: moat dispatch --tool NAME [flags] -- CMD [ARG...]
 
@@ -68,6 +72,13 @@ Flags:
 	}
 	usageErr := usageErrorf(stderr, "dispatch")
 	argv := fs.Args()
+	if *logFormat == "" && f.asJSON {
+		*logFormat = logJSON
+	}
+	var err error
+	if f.logger, err = cliLogger(*logFormat, "moat dispatch", stderr); err != nil {
+		return usageErr("%v", err)
+	}
 	switch {
 	case f.tool == "":
 		return usageErr("--tool is required")
@@ -137,7 +148,7 @@ func newProvider(f *dispatchFlags, argv []string, led executor.Ledger, stderr io
 		if err != nil {
 			return nil, "", fmt.Errorf("%w: %v", errUsage, err)
 		}
-		opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithCommand(argv[0], argv[1:]...), native.WithAllowEnv("PATH"), native.WithLogger(warnLogger(stderr)))
+		opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithCommand(argv[0], argv[1:]...), native.WithAllowEnv("PATH"), native.WithLogger(f.logger))
 		if f.timeout != 0 {
 			opts = append(opts, native.WithTimeout(f.timeout))
 		}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -53,18 +51,4 @@ func seccompStoreDir() string {
 		return v
 	}
 	return "/run/moat/seccomp"
-}
-
-// warnLogger writes the library's warnings (degraded limits, a cgroup that
-// could not be removed) to stderr, one line each.
-func warnLogger(stderr io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{
-		Level: slog.LevelWarn,
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{} // a CLI's warning needs no timestamp
-			}
-			return a
-		},
-	}))
 }

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/moat-sandbox/moat/conformance"
@@ -8,21 +12,61 @@ import (
 	"github.com/moat-sandbox/moat/executor/subprocess"
 )
 
-// moat run as the sandbox launcher prefix of another executor: the
-// reference's subprocess provider with `moat run --workdir W --inherit-env
-// --` in front of every tool passes the whole kit, isolation and hostile
-// battery included. The outer executor has already replaced the
-// environment, so --inherit-env passes it on unchanged.
+// readmePrefix returns the sandbox prefix of the README's launcher snippet
+// (`subprocessExecutor({ sandbox: ({ workdir }) => [...] })`), with the
+// workdir filled in and its absolute path of moat replaced by moatPath: the
+// test runs exactly what a user copies, but for where moat is installed.
+func readmePrefix(t *testing.T, moatPath, workdir string) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`subprocessExecutor\(\{ sandbox: \(\{ workdir \}\) => \[([^\]]*)\] \}\)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("README.md has no subprocessExecutor({ sandbox: ({ workdir }) => [...] }) snippet")
+	}
+	var prefix []string
+	for _, e := range strings.Split(string(m[1]), ", ") {
+		switch {
+		case e == "workdir":
+			prefix = append(prefix, workdir)
+		case len(e) >= 2 && e[0] == '\'' && e[len(e)-1] == '\'':
+			prefix = append(prefix, e[1:len(e)-1])
+		default:
+			t.Fatalf("README snippet element %q is neither a quoted string nor workdir", e)
+		}
+	}
+	if len(prefix) < 2 || !filepath.IsAbs(prefix[0]) || filepath.Base(prefix[0]) != "moat" || prefix[len(prefix)-1] != "--" {
+		t.Fatalf("README prefix %q: want an absolute path to moat first and -- last", prefix)
+	}
+	prefix[0] = moatPath
+	return prefix
+}
+
+// The README's launcher snippet, verbatim, as the sandbox prefix of the
+// reference's subprocess provider passes the whole kit, isolation and
+// hostile battery included, as root and as nobody. The tool is laid out as
+// the reference's is: a script in one temporary directory whose #!
+// interpreter lives in another (the kit's runner), both outside the
+// sandbox's default binds, and the provider gives moat no PATH. Only
+// --expose-argv makes them visible.
 func TestMoatRunAsSandboxPrefix(t *testing.T) {
 	bothIdentities(t)
 	moatPath := moatBin(t)
 	conformance.Run(t, func(t *testing.T, cfg conformance.Config) executor.Provider {
+		dir := t.TempDir()
+		os.Chmod(dir, 0o755)
+		// Named as the runner: a script's process is called after it.
+		script := filepath.Join(dir, conformance.RunnerName)
+		if err := os.WriteFile(script, []byte("#!"+cfg.Command+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		prefix := func(workdir string, _ *executor.Request) ([]string, error) {
-			return []string{moatPath, "run", "--workdir", workdir, "--inherit-env",
-				"--bind", cfg.RunnerDir + ":" + cfg.RunnerDir, "--"}, nil
+			return readmePrefix(t, moatPath, workdir), nil
 		}
 		opts := []subprocess.Option{
-			subprocess.WithCommand(cfg.Command, cfg.Args...),
+			subprocess.WithCommand(script, cfg.Args...),
 			subprocess.WithSandbox(prefix),
 			subprocess.WithAllowEnv(cfg.AllowEnv...),
 			subprocess.WithTimeout(cfg.Timeout),
@@ -37,5 +81,5 @@ func TestMoatRunAsSandboxPrefix(t *testing.T) {
 			t.Fatal(err)
 		}
 		return p
-	}, conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true, Seccomp: true}))
+	}, conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true, SetID: true, Seccomp: true}))
 }

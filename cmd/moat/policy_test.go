@@ -69,3 +69,25 @@ func TestPolicyCheck(t *testing.T) {
 		}
 	}
 }
+
+// Unknown fields, wrong types and invalid values are reported together,
+// each with its JSON path, not one kind after the other is fixed; a
+// problem that only follows from a dropped field is not added.
+func TestPolicyCheckReportsEveryKindAtOnce(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"netwrok": "none", "extends": "default", "limits": {"memory": "12 parsecs", "pids": "many"}, "mounts": [{"destination": "/x", "type": "bind", "source": "/y", "options": "ro"}]}`), 0o644)
+	code, _, errs := runPolicy("check", bad)
+	if code != 1 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"4 problem(s)", "netwrok: is not a known field", `limits.pids: "many" has the wrong type`,
+		`mounts[0].options: "ro" has the wrong type; want an array`, `limits.memory: "12 parsecs" is not a size`} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("check: %q lacks %q", errs, want)
+		}
+	}
+	// Loading keeps strict semantics: the same file is refused as a policy.
+	if _, err := policies.Load(bad); err == nil {
+		t.Error("policies.Load accepted the file")
+	}
+}

@@ -49,6 +49,8 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	network := fs.String("net", "", "network: none (no interface up) or loopback (lo up); default from the policy")
 	fs.Var(&envs, "env", "set NAME=VALUE, or pass NAME from the host environment (repeatable)")
 	inherit := fs.Bool("inherit-env", false, "pass the whole host environment (for use as another executor's launcher)")
+	logFormat := logFormatFlag(fs)
+	expose := fs.Bool("expose-argv", false, "bind read-only exactly what CMD names: the executable (looked up in moat's PATH), a script's #! interpreters, and the arguments that are absolute paths of existing files")
 	uid := fs.Uint("uid", 0, "uid inside the sandbox (default from the policy, 1000)")
 	gid := fs.Uint("gid", 0, "gid inside the sandbox (default from the policy, 1000)")
 	timeout := fs.Duration("timeout", 0, "wall-clock limit, e.g. 30s (default from the policy); exit status 124 when hit")
@@ -72,6 +74,7 @@ Examples:
   moat run -- /bin/sh -c 'id; echo hi > /work/x; cat /work/x'
   moat run --policy python -- python3 -c 'print(6*7)'
   moat run --bind ./src:/src --net loopback --timeout 10s -- make -C /src test
+  moat run --expose-argv -- ./tool.py /data/input.csv
 
 Flags:
 `)
@@ -136,8 +139,19 @@ Flags:
 		fmt.Fprintln(stderr, w)
 	}
 	env := sandboxEnv(envs, *inherit)
+	if *expose {
+		var exposed []specs.Mount
+		if argv, exposed, err = newExposer(pol.Rootfs, env).exposeArgv(argv); err != nil {
+			return exposeStatus(err, stderr)
+		}
+		mounts = append(mounts, exposed...)
+	}
 
-	opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithBinds(mounts...), native.WithLogger(warnLogger(stderr)))
+	logger, err := cliLogger(*logFormat, "moat run", stderr)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithBinds(mounts...), native.WithLogger(logger))
 	if *cgroupParent != "" {
 		m, err := cgroups.New(cgroups.WithParent(*cgroupParent))
 		if err != nil {

@@ -10,14 +10,18 @@
 // The CLI is run as
 //
 //	<cli> run --rm -i --network none --memory 256m --cpus 1.0 --pids-limit 128
-//	    --read-only --cap-drop ALL -e RULVAR_TOOL -e RULVAR_RUN_ID
+//	    --read-only --cap-drop ALL [--security-opt no-new-privileges]
+//	    [--userns <mode> | --uidmap 0:<host>:<n> --gidmap 0:<host>:<n>]
+//	    -e RULVAR_TOOL -e RULVAR_RUN_ID
 //	    -e RULVAR_IDEMPOTENCY_KEY [-e <forwarded or minted name>...]
-//	    -v <workdir>:/work -w /work --name moat-<attempt id>
+//	    -v <workdir>:/work[:U] -w /work --name moat-<attempt id>
 //	    [--runtime <runtime>] [--ulimit <limit>...] [<extra args>...]
 //	    <image> <command> <args...>
 //
-// which is the reference's argv plus --name (and the optional --runtime and
-// --ulimit flags this package adds). Values never appear in argv: "-e NAME"
+// which is the reference's argv plus --name (and the optional flags this
+// package adds: no_new_privs and a user namespace, WithNoNewPrivileges and
+// WithUserNS or WithIDMap, which the privilege checks i6 to i8 need;
+// --runtime and --ulimit). Values never appear in argv: "-e NAME"
 // makes the CLI copy the value from its own environment, which holds the
 // daemonEnv host variables, the forwarded ones, the minted credentials and
 // the three RULVAR_* variables, and nothing else.

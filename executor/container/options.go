@@ -1,6 +1,7 @@
 package container
 
 import (
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -39,6 +40,8 @@ type settings struct {
 	daemonEnv     []string
 	runtime       string
 	ulimits       []string
+	noNewPrivs    bool
+	userns        []string // --userns or --uidmap/--gidmap flags; empty: the CLI's default
 	removeTimeout time.Duration
 }
 
@@ -112,6 +115,35 @@ func WithRuntime(runtime string) Option { return func(s *settings) { s.runtime =
 // raise.
 func WithUlimits(limits ...string) Option {
 	return func(s *settings) { s.ulimits = append(s.ulimits, limits...) }
+}
+
+// WithNoNewPrivileges passes --security-opt no-new-privileges: the tool
+// and its children cannot gain privileges through execve (setuid and setgid
+// bits, file capabilities), which --cap-drop alone does not prevent. Not in
+// the reference's argv (contract 6.2), so it is opt-in.
+func WithNoNewPrivileges() Option { return func(s *settings) { s.noNewPrivs = true } }
+
+// WithUserNS passes --userns MODE (podman: "auto" draws a range of its own
+// from the "containers" entries of /etc/subuid and /etc/subgid; "keep-id"
+// maps a rootless caller to itself), so the container's root is not the
+// host's. The workdir is then mounted with podman's U option, which chowns
+// the fresh, still empty workdir to the container's root, or it could not
+// write its 0700 /work. Docker has no per-container user namespace (use its
+// daemon's userns-remap instead).
+func WithUserNS(mode string) Option {
+	return func(s *settings) { s.userns = []string{"--userns", mode} }
+}
+
+// WithIDMap maps the container's uids and gids 0 to size-1 onto the host's
+// hostID to hostID+size-1 (--uidmap and --gidmap, podman and root only):
+// the container's root is host uid hostID, never host root. It needs no
+// /etc/subuid entry, which --userns auto does. The workdir is mounted with
+// podman's U option, as for WithUserNS.
+func WithIDMap(hostID, size uint32) Option {
+	return func(s *settings) {
+		m := fmt.Sprintf("0:%d:%d", hostID, size)
+		s.userns = []string{"--uidmap", m, "--gidmap", m}
+	}
 }
 
 // WithForwardEnv names host variables forwarded into the container (the
@@ -188,10 +220,18 @@ func (s *settings) runArgs(workdir, name string, envNames []string) []string {
 	for _, c := range s.capDrop {
 		a = append(a, "--cap-drop", c)
 	}
+	if s.noNewPrivs {
+		a = append(a, "--security-opt", "no-new-privileges")
+	}
+	a = append(a, s.userns...)
 	for _, n := range envNames {
 		a = append(a, "-e", n)
 	}
-	a = append(a, "-v", workdir+":"+s.workMount, "-w", s.workMount, "--name", name)
+	work := workdir + ":" + s.workMount
+	if len(s.userns) > 0 {
+		work += ":U" // the container's root (a host uid of its own) must own /work
+	}
+	a = append(a, "-v", work, "-w", s.workMount, "--name", name)
 	if s.runtime != "" {
 		a = append(a, "--runtime", s.runtime)
 	}

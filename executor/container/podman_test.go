@@ -54,6 +54,11 @@ func podmanOptions(t *testing.T, podman, image, runnerDir string) []container.Op
 	return opts
 }
 
+// testHostID is the first host uid and gid of the containers' id map: far
+// from host root, and outside the native provider's range (2000000000 +
+// 65536) so the two never share an owner.
+const testHostID = 2100000000
+
 // containerGone fails t if podman still knows the container of an attempt.
 func containerGone(t *testing.T, podman, attempt string) {
 	t.Helper()
@@ -72,9 +77,13 @@ func containerGone(t *testing.T, podman, attempt string) {
 func TestPodman(t *testing.T) {
 	podman, image := podmanImage(t)
 
+	// The reference's flags plus no_new_privs and a user namespace of its
+	// own: the provider then claims the privilege checks too (i6 to i9).
 	t.Run("conformance", func(t *testing.T) {
 		conformance.Run(t, func(t *testing.T, cfg conformance.Config) executor.Provider {
 			opts := append(podmanOptions(t, podman, image, cfg.RunnerDir),
+				container.WithNoNewPrivileges(),
+				container.WithIDMap(testHostID, 65536),
 				container.WithCommand(cfg.Command, cfg.Args...),
 				container.WithForwardEnv(cfg.AllowEnv...),
 				container.WithTimeout(cfg.Timeout),
@@ -88,7 +97,7 @@ func TestPodman(t *testing.T) {
 				t.Fatalf("container.New: %v", err)
 			}
 			return p
-		}, conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true}))
+		}, conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true}))
 	})
 
 	// A tool that ignores SIGTERM outlives the CLI's SIGKILL in its

@@ -211,3 +211,29 @@ func TestArgvOptions(t *testing.T) {
 		t.Errorf("argv %q has --read-only though WithReadOnly(false)", got)
 	}
 }
+
+// The hardening options add their flags after the capability drop, and a
+// user namespace mounts the workdir with podman's U option (the container's
+// root, a host uid of its own, must own the 0700 /work).
+func TestArgvHardening(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  container.Option
+		want string
+	}{
+		{"idmap", container.WithIDMap(2100000000, 65536), "--cap-drop ALL --security-opt no-new-privileges --uidmap 0:2100000000:65536 --gidmap 0:2100000000:65536 -e RULVAR_TOOL"},
+		{"userns", container.WithUserNS("auto"), "--cap-drop ALL --security-opt no-new-privileges --userns auto -e RULVAR_TOOL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStub(t, `printf '{}'`)
+			p, _ := stubProvider(t, s, container.WithNoNewPrivileges(), tc.opt)
+			if _, err := dispatch(p, request("hard")); err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(s.lines(t, "argv"), " ")
+			if !strings.Contains(got, tc.want) || !strings.Contains(got, ":/work:U -w /work") {
+				t.Errorf("argv %q lacks %q or the workdir's :U", got, tc.want)
+			}
+		})
+	}
+}

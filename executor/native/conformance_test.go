@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { conformance.Main(m) }
 // runner's directory bound read-only at the same path (policyProvider).
 var newProvider = policyProvider("default")
 
-var everything = conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true, Seccomp: true})
+var everything = conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true, SetID: true, Seccomp: true})
 
 func TestConformance(t *testing.T) { conformance.Run(t, newProvider, everything) }
 

@@ -40,7 +40,7 @@ func TestConformance(t *testing.T) { conformance.Run(t, newProvider) }
 // them. The false claim runs in a child copy of the test binary.
 func TestIsolationChecksCatchAnUnisolatedProvider(t *testing.T) {
 	if os.Getenv("MOAT_TEST_FALSE_CLAIM") == "1" {
-		conformance.Run(t, newProvider, conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true, Seccomp: true}))
+		conformance.Run(t, newProvider, conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true, SetID: true, Seccomp: true}))
 		return
 	}
 	self, err := os.Executable()

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// exposeFixture is a host layout: a tool dir outside the system
+// directories holding an interpreter, a script using it through env, a
+// sibling, and a data file.
+func exposeFixture(t *testing.T) (dir string, x *exposer) {
+	t.Helper()
+	dir = t.TempDir()
+	bin := filepath.Join(dir, "prefix", "bin")
+	os.MkdirAll(bin, 0o755)
+	write := func(p, s string, mode os.FileMode) {
+		if err := os.WriteFile(p, []byte(s), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(bin, "node"), "\x7fELF", 0o755)
+	write(filepath.Join(dir, "tool.js"), "#!/usr/bin/env -S node --no-warnings\nconsole.log(1)\n", 0o755)
+	write(filepath.Join(dir, "direct.sh"), "#!"+filepath.Join(bin, "node")+" --flag\n", 0o755)
+	write(filepath.Join(dir, "sibling"), "secret", 0o644)
+	write(filepath.Join(dir, "data.csv"), "a,b", 0o644)
+	return dir, &exposer{callerPath: bin + ":/usr/bin:/bin", sandboxPath: bin + ":/usr/bin:/bin",
+		protected: append(append([]string(nil), neverExposed...), "/var/lib/moat-store"), hostRoot: true,
+		scratch: "/nonexistent-scratch"} // dir is not below it: files are bound alone
+}
+
+func dests(t *testing.T, x *exposer, argv ...string) ([]string, []string) {
+	t.Helper()
+	out, mounts, err := x.exposeArgv(argv)
+	if err != nil {
+		t.Fatalf("expose %q: %v", argv, err)
+	}
+	var ds []string
+	for _, m := range mounts {
+		if len(m.Options) != 1 || m.Options[0] != "ro" || m.Type != "bind" {
+			t.Errorf("mount %+v is not a read-only bind", m)
+		}
+		ds = append(ds, m.Destination)
+	}
+	return out, ds
+}
+
+// What the command line names is bound, file by file, and nothing else:
+// never the script's directory or sibling, never a path the system
+// directories already show, never an argument that does not exist.
+func TestExposeArgvNamesExactly(t *testing.T) {
+	dir, x := exposeFixture(t)
+	node := filepath.Join(dir, "prefix", "bin", "node")
+	for _, tc := range []struct {
+		name string
+		argv []string
+		cmd  string
+		want []string
+	}{
+		{"bare name from PATH", []string{"node", filepath.Join(dir, "tool.js")}, node, []string{node, filepath.Join(dir, "tool.js")}},
+		{"env -S node through the sandbox's PATH", []string{filepath.Join(dir, "tool.js")}, filepath.Join(dir, "tool.js"), []string{filepath.Join(dir, "tool.js"), node}},
+		{"absolute #! interpreter", []string{filepath.Join(dir, "direct.sh")}, filepath.Join(dir, "direct.sh"), []string{filepath.Join(dir, "direct.sh"), node}},
+		{"system binary and a data file", []string{"sh", "-c", "cat $0", filepath.Join(dir, "data.csv"), "/work/out", "relative.txt"}, "/usr/bin/sh", []string{filepath.Join(dir, "data.csv")}},
+		{"a directory covers what is inside", []string{"/bin/ls", filepath.Join(dir, "data.csv"), dir}, "/bin/ls", []string{dir}},
+		{"the sandbox's own device nodes", []string{"/bin/cat", "/dev/null"}, "/bin/cat", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x.mounts = nil
+			out, got := dests(t, x, tc.argv...)
+			if out[0] != tc.cmd {
+				t.Errorf("command %q, want %q", out[0], tc.cmd)
+			}
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("exposed %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A file below the sandbox's /tmp comes with its directory when only its
+// owner may write that directory (the directory of a runner made for the
+// tool), never with a shared one, and never /tmp itself.
+func TestExposeArgvTempDirectory(t *testing.T) {
+	dir, x := exposeFixture(t)
+	x.scratch = filepath.Dir(dir)
+	script := filepath.Join(dir, "direct.sh")
+	node := filepath.Join(dir, "prefix", "bin", "node")
+	if _, got := dests(t, x, script); strings.Join(got, " ") != dir {
+		t.Errorf("private directory: exposed %q, want %q", got, dir)
+	}
+	os.Chmod(dir, 0o1777)
+	x.mounts = nil
+	if _, got := dests(t, x, script); strings.Join(got, " ") != script+" "+filepath.Join(dir, "prefix", "bin") {
+		t.Errorf("shared directory: exposed %q, want the script alone and the interpreter's (private) directory", got)
+	}
+	x.scratch = dir
+	x.mounts = nil
+	if _, got := dests(t, x, script); strings.Join(got, " ") != script+" "+filepath.Join(dir, "prefix", "bin") {
+		t.Errorf("directly in the scratch directory: exposed %q, want %q", got, []string{script, node})
+	}
+}
+
+// The host's kernel interfaces, moat's state and the host root are refused
+// whoever names them, through a symlink too, and a path above them is as
+// bad as one inside.
+func TestExposeArgvRefuses(t *testing.T) {
+	dir, x := exposeFixture(t)
+	link := filepath.Join(dir, "innocent")
+	os.Symlink("/proc/1", link)
+	rootLink := filepath.Join(dir, "up")
+	os.Symlink("/", rootLink)
+	for _, p := range []string{"/", "/proc", "/proc/self/root", "/sys/kernel", "/dev/shm", "/dev", "/run/moat", "/run", "/var/lib/moat-store", "/var", link, rootLink} {
+		if _, err := os.Lstat(p); err != nil {
+			continue // absent here (/run/moat as nobody)
+		}
+		x.mounts = nil
+		_, _, err := x.exposeArgv([]string{"/bin/ls", p})
+		var e *ExposeError
+		if !errors.As(err, &e) || e.NotFound || !strings.Contains(err.Error(), "never exposes") {
+			t.Errorf("expose %s: %v, want a refusal", p, err)
+		}
+	}
+	// An executable or an argument over the sandbox's own /work, and a
+	// missing command or interpreter.
+	x.mounts = nil
+	if _, _, err := x.exposeArgv([]string{"nosuch-command-anywhere"}); !isNotFound(err) {
+		t.Errorf("missing command: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "broken.js"), []byte("#!/usr/bin/env no-such-interpreter\n"), 0o755)
+	if _, _, err := x.exposeArgv([]string{filepath.Join(dir, "broken.js")}); !isNotFound(err) || !strings.Contains(err.Error(), "sandbox's PATH") {
+		t.Errorf("missing interpreter: %v", err)
+	}
+}
+
+func isNotFound(err error) bool {
+	var e *ExposeError
+	return errors.As(err, &e) && e.NotFound
+}
+
+// End to end, as root and as nobody: a script in a shared directory is
+// bound alone with its argument (its sibling stays hidden), one in a
+// private temporary directory with its directory, read-only; a refused
+// path stops the run before anything starts.
+func TestRunExposeArgv(t *testing.T) {
+	bothIdentities(t)
+	for _, tc := range []struct {
+		mode os.FileMode
+		want []string
+	}{
+		// The directory around a lone file is the sandbox's own /tmp:
+		// writable, and gone with the sandbox (never the host's).
+		{0o1777, []string{"data-visible", "sibling-hidden", "write-in-scratch"}},
+		{0o755, []string{"data-visible", "sibling-visible", "write-refused"}},
+	} {
+		dir := t.TempDir()
+		script := filepath.Join(dir, "show")
+		os.WriteFile(script, []byte("#!/bin/sh\ncat \"$1\"\ncat "+filepath.Join(dir, "sibling")+" 2>/dev/null || echo sibling-hidden\n"+
+			"touch "+filepath.Join(dir, "new")+" 2>/dev/null && echo write-in-scratch || echo write-refused\n"), 0o755)
+		os.WriteFile(filepath.Join(dir, "data"), []byte("data-visible\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, "sibling"), []byte("sibling-visible\n"), 0o644)
+		os.Chmod(dir, tc.mode)
+		r := moat(t, "", "run", "--expose-argv", "--", script, filepath.Join(dir, "data"))
+		got := strings.Fields(r.stdout)
+		if r.code != 0 || strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("directory %#o: exit %d, saw %q, want %q\nstderr %s", tc.mode, r.code, got, tc.want, r.stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "new")); err == nil {
+			t.Errorf("directory %#o: the tool wrote into the host directory", tc.mode)
+		}
+		if r := moat(t, "", "run", "--", script, filepath.Join(dir, "data")); r.code != exitNotFound {
+			t.Errorf("without --expose-argv: exit %d, want 127 (the script is not there)\n%s", r.code, r.stderr)
+		}
+	}
+	if r := moat(t, "", "run", "--expose-argv", "--", "/bin/ls", "/proc/self/root"); r.code != exitUsage || !strings.Contains(r.stderr, "never exposes") {
+		t.Errorf("refused path: exit %d, stderr %s", r.code, r.stderr)
+	}
+}
