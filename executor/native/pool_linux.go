@@ -52,7 +52,7 @@ type pooled struct {
 	pending *nsexec.Pending
 	leaf    *cgroups.Leaf
 	workdir *moatwd.Dir // empty, fresh, bound at /work; swapped in at dispatch
-	key     string // the host state it was prepared under
+	key     string      // the host state it was prepared under
 	born    time.Time
 }
 
