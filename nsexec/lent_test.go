@@ -146,3 +146,20 @@ func TestLentWorkdirGivenBackAfterAKill(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkSweepLent is SweepLent's cost on a root provider's start when
+// nothing is left to give back (an empty record directory).
+func BenchmarkSweepLent(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("root only")
+	}
+	lockDir := filepath.Join(b.TempDir(), "ids")
+	if err := os.MkdirAll(lentDirOf(lockDir), 0o700); err != nil {
+		b.Fatal(err)
+	}
+	os.Chmod(lockDir, 0o700)
+	log := slog.New(slog.DiscardHandler)
+	for b.Loop() {
+		SweepLent(log, WithHostIDRange(lockDir, HostIDFirst, 1))
+	}
+}
