@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/moat-sandbox/moat/internal/workdir"
 	"github.com/moat-sandbox/moat/ledger"
 	"golang.org/x/sys/unix"
 )
@@ -167,6 +168,8 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	// What killed processes of this user left: their workdirs.
+	workdir.Sweep(cfg.Logger)
 	return &Pipeline{cfg: cfg}, nil
 }
 

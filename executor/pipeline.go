@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/google/uuid"
+	"github.com/moat-sandbox/moat/internal/workdir"
 	"github.com/moat-sandbox/moat/ledger"
 )
 
@@ -38,12 +38,14 @@ func (p *Pipeline) Dispatch(ctx context.Context, req *Request, launcher Launcher
 		return nil, newError(CodeConfig, err, "tool '%s' was not dispatched: %v", req.Tool, err)
 	}
 
-	// 2. The fresh workdir, removed on every path from here on.
-	workdir, err := os.MkdirTemp(cfg.WorkdirBase, cfg.WorkdirPrefix+req.Tool+"-")
+	// 2. The fresh workdir, removed on every path from here on (a
+	// killed process's by the next provider's sweep, NewPipeline).
+	wd, err := workdir.Create(cfg.WorkdirBase, cfg.WorkdirPrefix+req.Tool+"-", cfg.Logger)
 	if err != nil {
 		return nil, newError(CodeConfig, err, "tool '%s' was not dispatched: create its workdir under %q: %v; make the workdir base writable or choose another", req.Tool, cfg.WorkdirBase, err)
 	}
-	defer p.removeWorkdir(workdir)
+	defer wd.Remove(cfg.Logger.With("provider", cfg.Name))
+	workdir := wd.Path
 
 	// 3. The intent row, awaited before anything is spawned.
 	start := cfg.Now()

@@ -92,7 +92,7 @@ type hostPaths struct {
 // openHostPaths opens every host path of c once and, as root, lends the
 // workdir to the sandbox's host id (lendWorkdir). The caller must call
 // giveBack once the sandbox is gone, or at once when it never started.
-func openHostPaths(c *Config, id Identity, root bool) (*hostPaths, error) {
+func openHostPaths(c *Config, id Identity, root bool, o *options) (*hostPaths, error) {
 	h := &hostPaths{}
 	if c.Rootfs != "" {
 		fd, st, err := openHostPath(StepRootfs, "", c.Rootfs, unix.O_PATH|unix.O_DIRECTORY)
@@ -117,7 +117,7 @@ func openHostPaths(c *Config, id Identity, root bool) (*hostPaths, error) {
 		h.ids.Mounts = append(h.ids.Mounts, idOf(st))
 	}
 	if c.Workdir != "" {
-		l, err := lendWorkdir(c.Workdir, id, root)
+		l, err := lendWorkdir(c.Workdir, id, root, lentDir(o), o.logger)
 		if err != nil {
 			return nil, err
 		}

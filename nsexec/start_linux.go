@@ -58,7 +58,7 @@ func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred boo
 // spawnAs is spawn with the host identity chosen; the Process owns lease
 // once its init was started (released when it was reaped).
 func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred bool, id Identity, root bool, lease *idLease) (*Process, *os.File, error) {
-	paths, err := openHostPaths(c, id, root)
+	paths, err := openHostPaths(c, id, root, o)
 	if err != nil {
 		return nil, nil, err
 	}

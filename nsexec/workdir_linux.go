@@ -24,21 +24,23 @@ import (
 //
 // Rootless, the sandbox is the caller's own uid: nothing is lent or
 // changed, and the tool can do what the caller could.
+//
+// What a lent directory had is also written to a record, locked while it
+// is lent, so that a lender killed before it gave the directory back
+// leaves what SweepLent (or the next lend of it) needs (lent_linux.go).
 type lease struct {
 	fd   int // -1 rootless: nothing held
 	id   fileID
 	lent bool
-	uid  uint32
-	gid  uint32
-	mode uint32
-	acls map[string][]byte // the ACL xattrs the directory had (nil: none)
+	rec  lentRecord  // the owner, mode and ACLs it had, when lent
+	held *heldRecord // its record
 }
 
 // aclXattrs are the POSIX ACLs an owner may set on its directory without
 // any capability; the sandbox owns a lent directory, so they are restored.
 var aclXattrs = []string{"system.posix_acl_access", "system.posix_acl_default"}
 
-func lendWorkdir(path string, id Identity, root bool) (*lease, error) {
+func lendWorkdir(path string, id Identity, root bool, recDir string, log *slog.Logger) (*lease, error) {
 	if !root {
 		fd, st, err := openHostPath(StepBind, "workdir", path, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
@@ -61,6 +63,29 @@ func lendWorkdir(path string, id Identity, root bool) (*lease, error) {
 		}
 		return fmt.Errorf("nsexec workdir %s: flock: %w", path, err)
 	}
+	// A killed lender's record first: its directory may still be lent to
+	// a host id, which must not pass for its owner.
+	rdir, err := openLockDir(recDir)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	closeRdir := func() {
+		if rdir >= 0 {
+			unix.Close(rdir)
+			rdir = -1
+		}
+	}
+	defer closeRdir()
+	if err := reclaimStale(rdir, fd, l.id, log); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	st = &unix.Stat_t{}
+	if err := unix.Fstat(fd, st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("nsexec workdir %s: stat: %w", path, err)
+	}
 	if writableBy(st, id) {
 		if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
 			return nil, busy(err)
@@ -81,19 +106,28 @@ func lendWorkdir(path string, id Identity, root bool) (*lease, error) {
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return nil, busy(err)
 	}
-	l.uid, l.gid, l.mode = st.Uid, st.Gid, st.Mode&0o7777
+	l.rec = lentRecord{Path: path, Dev: st.Dev, Ino: st.Ino, UID: st.Uid, GID: st.Gid, Mode: st.Mode & 0o7777,
+		LentUID: id.UID, LentGID: id.GID}
 	for _, name := range aclXattrs {
 		if v, err := getXattr(fd, name); err == nil {
-			if l.acls == nil {
-				l.acls = map[string][]byte{}
+			if l.rec.ACLs == nil {
+				l.rec.ACLs = map[string][]byte{}
 			}
-			l.acls[name] = v
+			l.rec.ACLs[name] = v
 		}
 	}
+	held, err := writeRecord(rdir, recDir, &l.rec)
+	rdir = -1 // writeRecord took it
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
 	if err := unix.Fchown(fd, int(id.UID), int(id.GID)); err != nil {
+		held.drop()
 		unix.Close(fd)
 		return nil, fmt.Errorf("nsexec workdir %s: lend it to uid %d: %w", path, id.UID, err)
 	}
+	l.held = held
 	l.lent = true
 	return l, nil
 }
@@ -106,24 +140,9 @@ func (l *lease) end(log *slog.Logger) {
 		return
 	}
 	if l.lent {
-		if err := unix.Fchown(l.fd, int(l.uid), int(l.gid)); err != nil {
-			log.Warn("give the workdir back to its owner", "uid", l.uid, "gid", l.gid, "err", err)
-		}
-		for _, name := range aclXattrs {
-			var err error
-			if v, ok := l.acls[name]; ok {
-				err = unix.Fsetxattr(l.fd, name, v, 0)
-			} else if err = unix.Fremovexattr(l.fd, name); errors.Is(err, unix.ENODATA) || errors.Is(err, unix.EOPNOTSUPP) {
-				err = nil
-			}
-			if err != nil {
-				log.Warn("restore the workdir's ACL", "xattr", name, "err", err)
-			}
-		}
-		// After the ACLs: setting an access ACL rewrites the mode's group bits.
-		if err := unix.Fchmod(l.fd, l.mode); err != nil {
-			log.Warn("restore the workdir's mode", "mode", fmt.Sprintf("%#o", l.mode), "err", err)
-		}
+		giveBack(l.fd, &l.rec, log)
+		l.held.drop() // after: a crash in between leaves a record to give it back by
+		l.held = nil
 	}
 	unix.Close(l.fd) // drops the flock
 	l.fd = -1

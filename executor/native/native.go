@@ -207,6 +207,9 @@ func New(opts ...Option) (*Provider, error) {
 		}
 		o.policy = p
 	}
+	// What a killed root process lent and could not give back; the
+	// pipeline then sweeps the workdirs killed processes left.
+	nsexec.SweepLent(o.logger, o.nsexec...)
 	l, cfg, err := lower(&o)
 	if err != nil {
 		return nil, err

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/moat-sandbox/moat/cgroups"
+	moatwd "github.com/moat-sandbox/moat/internal/workdir"
 	"github.com/moat-sandbox/moat/nsexec"
 )
 
@@ -51,8 +51,8 @@ type PoolStats struct {
 type pooled struct {
 	pending *nsexec.Pending
 	leaf    *cgroups.Leaf
-	workdir string // empty, fresh, bound at /work; swapped in at dispatch
-	key     string // the host state it was prepared under
+	workdir *moatwd.Dir // empty, fresh, bound at /work; swapped in at dispatch
+	key     string      // the host state it was prepared under
 	born    time.Time
 }
 
@@ -211,15 +211,15 @@ func (p *pool) expire() {
 // with cgroup limits, its own leaf.
 func (p *pool) prepare() (*pooled, error) {
 	key := p.l.hostKey()
-	wd, err := os.MkdirTemp(p.base, "moat-pool-")
+	wd, err := moatwd.Create(p.base, "moat-pool-", p.l.logger)
 	if err != nil {
 		return nil, fmt.Errorf("create a workdir under %q: %w", p.base, err)
 	}
 	cfg := p.l.tmpl
-	cfg.Workdir = wd
+	cfg.Workdir = wd.Path
 	leaf, opts, placed, err := p.l.leaf()
 	if err != nil {
-		os.Remove(wd)
+		wd.Remove(p.l.logger)
 		return nil, err
 	}
 	defer placed()
@@ -227,7 +227,7 @@ func (p *pool) prepare() (*pooled, error) {
 	pending, err := nsexec.Prepare(p.ctx, &cfg, opts...)
 	if err != nil {
 		p.l.deleteLeaf(leaf)
-		os.RemoveAll(wd)
+		wd.Remove(p.l.logger)
 		return nil, err
 	}
 	return &pooled{pending: pending, leaf: leaf, workdir: wd, key: key, born: time.Now()}, nil
@@ -253,9 +253,7 @@ func (p *pool) discard(e *pooled) {
 func (p *pool) destroy(e *pooled) {
 	e.pending.Close()
 	p.l.deleteLeaf(e.leaf)
-	if err := os.RemoveAll(e.workdir); err != nil {
-		p.l.logger.Warn("warm pool: remove a pooled workdir", "dir", e.workdir, "err", err)
-	}
+	e.workdir.Remove(p.l.logger.With("warm pool", true))
 }
 
 // close drains the pool: no more refills, every waiting sandbox destroyed.
@@ -302,10 +300,11 @@ func (p *pool) swapWorkdir(e *pooled, dir string) error {
 	}
 	// syscall.Rename, not os.Rename, which refuses any existing directory
 	// as the new name before asking the kernel.
-	if err := syscall.Rename(e.workdir, dir); err != nil {
+	if err := syscall.Rename(e.workdir.Path, dir); err != nil {
 		return fmt.Errorf("swap the pooled workdir in: %w", err)
 	}
-	e.workdir = dir
+	// The directory is the dispatch's now, under its name and marker.
+	e.workdir.Release()
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/moat-sandbox/moat/executor"
+	moatwd "github.com/moat-sandbox/moat/internal/workdir"
 	"github.com/moat-sandbox/moat/nsexec"
 )
 
@@ -48,13 +49,16 @@ func (p *Provider) Run(ctx context.Context, c *Command) (executor.ExitStatus, er
 	}
 	workdir := c.Workdir
 	if workdir == "" {
-		dir, err := os.MkdirTemp(cfg.WorkdirBase, "moat-run-")
+		// The pipeline's own workdir: removed with what a tool made
+		// unwritable, never through a link it planted, any failure
+		// logged; swept by a later provider should this process be killed.
+		dir, err := moatwd.Create(cfg.WorkdirBase, runWorkdirPrefix, cfg.Logger)
 		if err != nil {
 			return executor.ExitStatus{}, &executor.Error{Code: executor.CodeConfig, Err: err,
 				Message: fmt.Sprintf("run: create a workdir under %q: %v", cfg.WorkdirBase, err)}
 		}
-		defer os.RemoveAll(dir)
-		workdir = dir
+		defer dir.Remove(cfg.Logger)
+		workdir = dir.Path
 	}
 	tool := filepath.Base(c.Args[0]) // errors name the command, as a dispatch names its tool
 	proc, err := p.launcher.Launch(ctx, &executor.Launch{
