@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/moat-sandbox/moat/internal/workdir"
+	"github.com/moat-sandbox/moat/executor/internal/workdir"
 	"github.com/moat-sandbox/moat/ledger"
 	"golang.org/x/sys/unix"
 )

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/moat-sandbox/moat/internal/workdir"
+	"github.com/moat-sandbox/moat/executor/internal/workdir"
 	"github.com/moat-sandbox/moat/ledger"
 )
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/moat-sandbox/moat/cgroups"
-	moatwd "github.com/moat-sandbox/moat/internal/workdir"
+	moatwd "github.com/moat-sandbox/moat/executor/internal/workdir"
 	"github.com/moat-sandbox/moat/nsexec"
 )
 
