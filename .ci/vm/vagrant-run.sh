@@ -61,11 +61,19 @@ stamp=$(cat "$dir/stamp")
 box=moat/debian12-$stamp
 t_box=$(($(date +%s) - t))
 
+# in_net runs a command in the run's network namespace, when this script
+# made one (it did if it started libvirtd; a libvirtd run by a service
+# manager keeps its own networks, and vagrant reaches them from here).
+netns=
+in_net() {
+  if [ -n "$netns" ]; then ip netns exec "$netns" "$@"; else "$@"; fi
+}
+
 cleanup() {
   local rc=$? t
   trap - EXIT INT TERM
   t=$(date +%s)
-  (cd "$repo" && timeout -k 10 180 vagrant destroy -f debian) || say "vagrant destroy failed"
+  (cd "$repo" && in_net timeout -k 10 180 vagrant destroy -f debian) || say "vagrant destroy failed"
   # vagrant-libvirt drops the network it made with the last domain on it;
   # make sure nothing of this run stays up either way.
   if virsh domstate moat-debian >/dev/null 2>&1; then
@@ -78,6 +86,7 @@ cleanup() {
   fi
   t_destroy=$(($(date +%s) - t))
   stop_daemons
+  [ -z "$netns" ] || ip netns del "$netns" 2>/dev/null || true
   say "box ${t_box} s, test binaries ${t_bins:-0} s, up (boot and setup) ${t_up:-0} of ${up_limit} s," \
     "tests ${t_test:-0} of ${test_limit} s, destroy ${t_destroy} s, total $(($(date +%s) - t_start)) s"
   exit "$rc"
@@ -143,7 +152,14 @@ if ! virsh uri >/dev/null 2>&1; then
   [ "$accel" = tcg ] && [ -e /dev/kvm ] && hide_kvm=1
   printf '%s\n' '# moat vagrant-run.sh: the libvirtd it starts reads this, not /etc/libvirt/qemu.conf' \
     'cgroup_controllers = [ ]' 'namespaces = [ ]' >"$dir/qemu.conf"
-  start_daemon /run/libvirtd.pid unshare --mount --propagation private -- sh -ec '
+  # And a network namespace of its own, made here: the guest's network (a
+  # bridge, dnsmasq, the guest's address) and every vagrant command that
+  # talks to the guest (ssh, rsync) live there, so no packet of the run
+  # goes through the host's own network stack.
+  netns=moat-vagrant-$$
+  ip netns add "$netns"
+  ip -n "$netns" link set lo up
+  start_daemon /run/libvirtd.pid ip netns exec "$netns" unshare --mount --propagation private -- sh -ec '
     mount --bind "$1" /etc/libvirt/qemu.conf
     if [ -n "$2" ]; then f=$(mktemp); mount --bind "$f" /dev/kvm; rm -f "$f"; fi
     exec libvirtd -d' sh "$dir/qemu.conf" "$hide_kvm"
@@ -172,11 +188,11 @@ export MOAT_VAGRANT_BOX=$box MOAT_VAGRANT_TESTS=$dir/tests MOAT_VAGRANT_DRIVER=$
   MOAT_VAGRANT_CONSOLE=$dir/console.log MOAT_VAGRANT_BOOT_TIMEOUT=$up_limit
 cd "$repo"
 # A machine left from a run that was killed outright goes first.
-timeout -k 10 180 vagrant destroy -f debian >/dev/null 2>&1 || true
+in_net timeout -k 10 180 vagrant destroy -f debian >/dev/null 2>&1 || true
 say "vagrant up debian with $accel (libvirt driver $driver)"
 t=$(date +%s)
 set +e
-timeout -k 30 "$up_limit" vagrant up debian --provider libvirt 2>&1 | no_progress
+in_net timeout -k 30 "$up_limit" vagrant up debian --provider libvirt 2>&1 | no_progress
 rc=${PIPESTATUS[0]}
 set -e
 t_up=$(($(date +%s) - t))
@@ -189,14 +205,14 @@ fi
 # 5. The suite.
 t=$(date +%s)
 set +e
-timeout -k 30 "$test_limit" vagrant provision debian --provision-with test 2>&1 | no_progress
+in_net timeout -k 30 "$test_limit" vagrant provision debian --provision-with test 2>&1 | no_progress
 rc=${PIPESTATUS[0]}
 set -e
 t_test=$(($(date +%s) - t))
 [ "$rc" -eq 124 ] && say "the tests took over $test_limit s"
 rm -rf "$dir/results"
 mkdir -p "$dir/results"
-vagrant ssh debian -c 'sudo tar -C /var/tmp/moat-vm/results -cf - .' 2>/dev/null | tar -C "$dir/results" -xf - 2>/dev/null ||
+in_net vagrant ssh debian -c 'sudo tar -C /var/tmp/moat-vm/results -cf - .' 2>/dev/null | tar -C "$dir/results" -xf - 2>/dev/null ||
   say "could not copy the results back"
 say "logs in $dir/results/{root,user}/NAME.log, console in $dir/console.log"
 exit "$rc"
