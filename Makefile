@@ -7,11 +7,16 @@
 #                  needs root and qemu-system-x86, debootstrap, e2fsprogs,
 #                  cpio, kmod, xz-utils from Debian
 #   make vm-image  only (re)build the VM image (cached in .vm/)
+#   make vagrant-test  the same in the Vagrantfile's debian machine under
+#                  libvirt, with a Debian 12 box built here (.vagrant-box/);
+#                  needs root and vagrant, vagrant-libvirt, libvirt from
+#                  Debian (.ci/setup)
+#   make vagrant-box   only (re)build the box
 
 GO ?= /usr/local/go/bin/go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: build test vm-test vm-image vm-clean
+.PHONY: build test vm-test vm-image vm-clean vagrant-test vagrant-box vagrant-clean
 
 build:
 	$(GO) build -o bin/moat ./cmd/moat
@@ -27,3 +32,12 @@ vm-test:
 
 vm-clean:
 	rm -rf .vm
+
+vagrant-box:
+	bash .ci/vm/build-image.sh .vagrant-box --box
+
+vagrant-test:
+	bash .ci/vm/vagrant-run.sh
+
+vagrant-clean:
+	rm -rf .vagrant-box

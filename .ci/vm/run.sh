@@ -53,37 +53,10 @@ mkdir -p "$share/bin" "$share/src" "$share/results"
 tar -C "$repo" --exclude=./.git --exclude=./.vm --exclude=./bin --exclude=./build -cf - . | tar -C "$share/src" -xf -
 # Which packages run in the VM, and what they skip there, is .ci/vm/plan:
 # what needs the VM (stock kernel, pure cgroup v2, the delegated subtree,
-# the ordinary user) runs; the rest is the host suite's. A test package
-# without a line there stops the run, so each new one gets a decision.
-: >"$share/pkgs.txt"
-declare -A where skip
-while read -r pname pwhere pskip _why; do
-  [[ -z $pname || $pname == \#* ]] && continue
-  where[$pname]=$pwhere
-  skip[$pname]=$pskip
-done <"$repo/.ci/vm/plan"
-mod=$(cd "$repo" && go list -m)
-hostonly=()
-while read -r pkg; do
-  rel=${pkg#"$mod"}
-  rel=${rel#/}
-  rel=${rel:-.}
-  name=$(echo "$rel" | tr / _)
-  [ "$name" = . ] && name=root
-  case ${where[$name]:-} in
-    vm) ;;
-    host) hostonly+=("$name"); continue ;;
-    *) echo "vm-test: the test package $rel ($name) has no line in .ci/vm/plan: say whether it runs in the VM and why" >&2; exit 1 ;;
-  esac
-  [[ $name =~ ${MOAT_VM_PKGS:-.} ]] || continue
-  (cd "$repo" && go test -c -o "$share/bin/$name.test" "$pkg")
-  echo "$name $rel ${skip[$name]}" >>"$share/pkgs.txt"
-done < <(cd "$repo" && go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./...)
-echo "vm-test: host suite only (.ci/vm/plan): ${hostonly[*]:-none}"
-# nsexec's rootfs fixture is a static Go program; compiled in the guest
-# under TCG it took 90 to 190 s, so it is built here and handed over.
-mkdir -p "$share/fixtures"
-(cd "$repo/nsexec/testdata/rootfsprobe" && CGO_ENABLED=0 GOWORK=off GOFLAGS= go build -trimpath -o "$share/fixtures/rootfsprobe" .)
+# the ordinary user) runs; the rest is the host suite's. build-tests.sh
+# compiles them here, with nsexec's static rootfs probe (compiled in the
+# guest under TCG it took 90 to 190 s).
+bash "$repo/.ci/vm/build-tests.sh" "$share"
 cp "$repo/.ci/vm/guest-init.sh" "$share/guest-init.sh"
 printf 'MOAT_VM_WHO=%q\nMOAT_VM_PKG_LIMIT=%q\nMOAT_VM_TEST_TIMEOUT=%q\n' "${MOAT_VM_WHO:-both}" "$pkg_limit" "$test_timeout" >"$share/env"
 size=$(($(du -sm "$share" | cut -f1) * 2 + 128))
@@ -93,19 +66,9 @@ rm -rf "$share"
 t_bins=$(($(date +%s) - t1))
 echo "vm-test: $(wc -l <"$vm/pkgs.txt") test binaries and the source in a ${size} MiB share (${t_bins} s)"
 
-# KVM if it boots the stock kernel here, else TCG. A kernel that boots
-# prints its banner within a second under KVM; some hosts (nested
-# virtualisation without the needed features) hang silently instead.
+# KVM if it boots the stock kernel here, else TCG (kvm-probe.sh).
 accel=${MOAT_VM_ACCEL:-auto}
-if [ "$accel" = auto ]; then
-  accel=tcg
-  if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
-    timeout 6 $qemu -accel kvm -cpu host -m 256 -nodefaults -no-user-config -display none \
-      -monitor none -serial stdio -nic none -no-reboot -kernel "$vm/vmlinux" \
-      -append "console=ttyS0 panic=-1 rdinit=/none" </dev/null >"$vm/kvm-probe.log" 2>&1 || true
-    grep -q 'Linux version' "$vm/kvm-probe.log" && accel=kvm
-  fi
-fi
+[ "$accel" = auto ] && accel=$(bash "$repo/.ci/vm/kvm-probe.sh" "$vm/vmlinux" "$vm/kvm-probe.log")
 case $accel in
   kvm) accel_args=(-accel kvm -cpu host) ;;
   tcg) accel_args=(-accel tcg,thread=multi -cpu max) ;;

@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
 # The Vagrantfile's "test" provisioner (vagrant provision --provision-with
-# test): runs moat's suite inside the box as root (MOAT_REQUIRE_ALL=1) and as
-# the ordinary login user (vagrant) in a systemd scope with Delegate=yes,
-# then prints the same per-package summary as `make vm-test`.
+# test): runs the test packages .ci/vm/plan sends to a VM inside the box,
+# first as root (MOAT_REQUIRE_ALL=1) in a system scope with Delegate=yes,
+# then as the ordinary login user (vagrant) in a scope of its lingering
+# systemd user manager with Delegate=yes, and prints the same per-package
+# summary as `make vm-test` (summary.py). Exits non-zero when a package
+# fails.
+#
+# The test binaries: MOAT_TESTS names a directory that build-tests.sh filled
+# on the host (make vagrant-test syncs it in: no Go in the guest, whose
+# compiler under TCG is far too slow); without it they are compiled here
+# with the same script, which needs the Go the setup provisioner installs
+# (the public boxes).
+#
+# Environment (the Vagrantfile passes them on): MOAT_TESTS, MOAT_VM_WHO
+# (root|user|both), MOAT_VM_PKG_LIMIT (seconds before a test binary gets
+# SIGQUIT, then SIGKILL; default 240), MOAT_VM_TEST_TIMEOUT (its
+# -test.timeout, whose panic names the running tests; default 200s).
 #
 # On a host that restricts unprivileged user namespaces through AppArmor
 # (Ubuntu 24.04: kernel.apparmor_restrict_unprivileged_userns=1), it first
@@ -14,47 +28,50 @@ set -euo pipefail
 repo=${MOAT_REPO:-/vagrant}
 user=${MOAT_TEST_USER:-vagrant}
 uid=$(id -u "$user")
+home=$(getent passwd "$user" | cut -d: -f6)
 out=/var/tmp/moat-vm
-export PATH=/usr/local/go/bin:$PATH
+who=${MOAT_VM_WHO:-both}
+pkg_limit=${MOAT_VM_PKG_LIMIT:-240}
+test_timeout=${MOAT_VM_TEST_TIMEOUT:-200s}
+export PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 [ "$(id -u)" -eq 0 ] || { echo "vagrant-test: run as root" >&2; exit 1; }
 
-# as_user CMD...: CMD as the login user, in a scope of its systemd user
-# manager with cgroup delegation (what a login session's
-# `systemd-run --user --scope -p Delegate=yes` gives).
-as_user() {
-  sudo -u "$user" XDG_RUNTIME_DIR="/run/user/$uid" \
-    systemd-run --user --scope -p Delegate=yes --quiet -- "$@"
-}
+# The user's commands run in a scope of its systemd user manager with cgroup
+# delegation (what a login session's `systemd-run --user --scope -p
+# Delegate=yes` gives); root's in a transient scope of the system manager
+# with Delegate=yes: a leaf of its own, not the provisioner's SSH session.
+user_scope=(sudo -u "$user" XDG_RUNTIME_DIR="/run/user/$uid" systemd-run --user --scope -p Delegate=yes --quiet --)
+root_scope=(systemd-run --scope -p Delegate=yes --quiet --)
+as_user() { "${user_scope[@]}" "$@"; }
 
 t0=$(date +%s)
 rm -rf "$out"
-mkdir -p "$out/bin" "$out/results/root" "$out/results/user"
-cd "$repo"
-: >"$out/pkgs.txt"
-mod=$(go list -m)
-for pkg in $(go list -buildvcs=false -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./...); do
-  rel=${pkg#"$mod"}
-  rel=${rel#/}
-  rel=${rel:-.}
-  name=$(echo "$rel" | tr / _)
-  go test -buildvcs=false -c -o "$out/bin/$name.test" "$pkg"
-  echo "$name $rel" >>"$out/pkgs.txt"
-done
-go build -buildvcs=false -o "$out/moat" ./cmd/moat
-chmod -R a+rX "$out"
-echo "vagrant-test: built $(wc -l <"$out/pkgs.txt") test binaries in $(($(date +%s) - t0)) s"
+mkdir -p "$out/results/root" "$out/results/user"
+tests=${MOAT_TESTS:-}
+if [ -z "$tests" ]; then
+  bash "$repo/.ci/vm/build-tests.sh" "$out/tests"
+  tests=$out/tests
+  echo "vagrant-test: compiled $(wc -l <"$tests/pkgs.txt") test binaries in $(($(date +%s) - t0)) s"
+fi
+[ -s "$tests/pkgs.txt" ] || { echo "vagrant-test: no test binaries in $tests" >&2; exit 1; }
+chmod -R a+rX "$tests"
 
 {
-  echo "kernel: $(uname -r)"
+  echo "kernel: $(uname -r) ($(uname -v))"
   echo "os: $(. /etc/os-release && echo "$PRETTY_NAME")"
-  echo "cgroup: $(stat -fc %T /sys/fs/cgroup) controllers $(cat /sys/fs/cgroup/cgroup.controllers)"
-  echo "user manager: $(systemctl show "user@$uid.service" -p Delegate -p DelegateControllers | tr '\n' ' ')"
+  echo "cmdline: $(cat /proc/cmdline)"
+  echo "cpus: $(nproc), memory: $(awk '/MemTotal/ {print $2 " kB"}' /proc/meminfo)"
+  echo "init: $(cat /proc/1/comm), cgroup: $(stat -fc %T /sys/fs/cgroup) controllers $(cat /sys/fs/cgroup/cgroup.controllers)"
+  echo "user manager: $(systemctl show "user@$uid.service" -p ActiveState -p Delegate -p DelegateControllers | tr '\n' ' ')"
+  echo "linger: $(loginctl show-user "$user" -p Linger 2>/dev/null)"
   echo "kernel.apparmor_restrict_unprivileged_userns = $(sysctl -n kernel.apparmor_restrict_unprivileged_userns 2>/dev/null || echo absent)"
+  echo "python3: $(python3 --version 2>&1), node: $(node --version 2>&1)"
 } >"$out/results/facts.txt"
 
 apparmor_fail=0
 if [ "$(sysctl -n kernel.apparmor_restrict_unprivileged_userns 2>/dev/null || echo 0)" = 1 ]; then
   echo "vagrant-test: unprivileged user namespaces are restricted by AppArmor"
+  (cd "$repo" && go build -buildvcs=false -o "$out/moat" ./cmd/moat)
   install -m 0755 "$out/moat" /usr/local/bin/moat
   apparmor_parser -R /etc/apparmor.d/moat 2>/dev/null || true
   rm -f /etc/apparmor.d/moat
@@ -81,27 +98,46 @@ if [ "$(sysctl -n kernel.apparmor_restrict_unprivileged_userns 2>/dev/null || ec
   apparmor_parser -r /etc/apparmor.d/moat-tests
 fi
 
-while read -r name rel; do
-  cd "$repo/$rel"
-  t=$(date +%s)
-  set +e
-  MOAT_REQUIRE_ALL=1 "$out/bin/$name.test" -test.v -test.count=1 -test.timeout=8m >"$out/results/root/$name.log" 2>&1
-  echo $? >"$out/results/root/$name.rc"
-  echo $(($(date +%s) - t)) >"$out/results/root/$name.secs"
-  t=$(date +%s)
-  # Without MOAT_REQUIRE_ALL: as the user, the tests that need root skip;
-  # summary.py fails the package on any other capability skip.
-  as_user env -i PATH="$PATH" HOME="$(getent passwd "$user" | cut -d: -f6)" USER="$user" LOGNAME="$user" TMPDIR=/tmp \
-    "$out/bin/$name.test" -test.v -test.count=1 -test.timeout=8m >"$out/results/user/$name.log" 2>&1
-  echo $? >"$out/results/user/$name.rc"
-  echo $(($(date +%s) - t)) >"$out/results/user/$name.secs"
-  set -e
-  echo "vagrant-test: $name: root exit $(cat "$out/results/root/$name.rc"), $user exit $(cat "$out/results/user/$name.rc")"
-done <"$out/pkgs.txt"
-cd /
+# run_all IDENTITY: every planned binary from its package directory (tests
+# read testdata relative to it). A binary still running after pkg_limit
+# seconds (its -test.timeout should have fired) gets SIGQUIT, which makes Go
+# print every goroutine, and SIGKILL 10 s later.
+run_all() {
+  local id=$1 name rel skip rc t args env
+  while read -r name rel skip; do
+    [ -n "$name" ] || continue
+    args=(-test.v -test.count=1 "-test.timeout=$test_timeout")
+    [ "${skip:--}" = - ] || args+=("-test.skip=$skip")
+    env=(PATH="$PATH" TMPDIR=/tmp MOAT_NSEXEC_TEST_PROBE="$tests/fixtures/rootfsprobe")
+    cd "$repo/$rel"
+    t=$(date +%s.%N)
+    set +e
+    if [ "$id" = root ]; then
+      timeout -s QUIT -k 10 "$pkg_limit" "${root_scope[@]}" env -i "${env[@]}" HOME=/root USER=root MOAT_REQUIRE_ALL=1 \
+        "$tests/bin/$name.test" "${args[@]}" </dev/null >"$out/results/root/$name.log" 2>&1
+    else
+      # Without MOAT_REQUIRE_ALL: as the user, the tests that need root
+      # skip; summary.py fails the package on any other capability skip.
+      timeout -s QUIT -k 10 "$pkg_limit" "${user_scope[@]}" env -i "${env[@]}" HOME="$home" USER="$user" LOGNAME="$user" \
+        XDG_RUNTIME_DIR="/run/user/$uid" "$tests/bin/$name.test" "${args[@]}" </dev/null >"$out/results/user/$name.log" 2>&1
+    fi
+    rc=$?
+    set -e
+    echo "$rc" >"$out/results/$id/$name.rc"
+    awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f\n", b - a}' >"$out/results/$id/$name.secs"
+    grep -E '^\s*--- (FAIL|SKIP)' "$out/results/$id/$name.log" | sed "s/^/vagrant-test: $id $name: /" | head -40 || true
+    echo "vagrant-test: $id $name exit $rc in $(cat "$out/results/$id/$name.secs") s"
+  done <"$tests/pkgs.txt"
+  cd /
+}
+
+case $who in root | both) echo "vagrant-test: tests as root"; run_all root ;; esac
+case $who in user | both) echo "vagrant-test: tests as $user (uid $uid)"; run_all user ;; esac
+chmod -R a+rX "$out/results"
 
 set +e
-python3 "$repo/.ci/vm/summary.py" "$out/results" "$out/pkgs.txt" - "$(. /etc/os-release && echo "$PRETTY_NAME"), total $(($(date +%s) - t0)) s"
+MOAT_VM_WHO=$who python3 "$repo/.ci/vm/summary.py" "$out/results" "$tests/pkgs.txt" - \
+  "$(. /etc/os-release && echo "$PRETTY_NAME"), tests $(($(date +%s) - t0)) s"
 rc=$?
 [ "$apparmor_fail" -eq 0 ] || rc=1
 exit "$rc"
