@@ -101,7 +101,9 @@ fi
 # run_all IDENTITY: every planned binary from its package directory (tests
 # read testdata relative to it). A binary still running after pkg_limit
 # seconds (its -test.timeout should have fired) gets SIGQUIT, which makes Go
-# print every goroutine, and SIGKILL 10 s later.
+# print every goroutine, and SIGKILL 10 s later. SIGINT and SIGQUIT start
+# at their default (env): a sandbox keeps an inherited ignore for its tool,
+# as a plain process would, and the signal tests expect a terminal's.
 run_all() {
   local id=$1 name rel skip rc t args env
   while read -r name rel skip; do
@@ -113,12 +115,12 @@ run_all() {
     t=$(date +%s.%N)
     set +e
     if [ "$id" = root ]; then
-      timeout -s QUIT -k 10 "$pkg_limit" "${root_scope[@]}" env -i "${env[@]}" HOME=/root USER=root MOAT_REQUIRE_ALL=1 \
+      timeout -s QUIT -k 10 "$pkg_limit" "${root_scope[@]}" env -i --default-signal=INT,QUIT "${env[@]}" HOME=/root USER=root MOAT_REQUIRE_ALL=1 \
         "$tests/bin/$name.test" "${args[@]}" </dev/null >"$out/results/root/$name.log" 2>&1
     else
       # Without MOAT_REQUIRE_ALL: as the user, the tests that need root
       # skip; summary.py fails the package on any other capability skip.
-      timeout -s QUIT -k 10 "$pkg_limit" "${user_scope[@]}" env -i "${env[@]}" HOME="$home" USER="$user" LOGNAME="$user" \
+      timeout -s QUIT -k 10 "$pkg_limit" "${user_scope[@]}" env -i --default-signal=INT,QUIT "${env[@]}" HOME="$home" USER="$user" LOGNAME="$user" \
         XDG_RUNTIME_DIR="/run/user/$uid" "$tests/bin/$name.test" "${args[@]}" </dev/null >"$out/results/user/$name.log" 2>&1
     fi
     rc=$?
