@@ -38,6 +38,14 @@ for tool in go vagrant virsh libvirtd virtlogd qemu-system-x86_64 qemu-img rsync
   command -v "$tool" >/dev/null || { say "$tool not found (.ci/setup installs it)" >&2; exit 1; }
 done
 [ "$(id -u)" -eq 0 ] || { say "needs root (libvirt's system instance, debootstrap)" >&2; exit 1; }
+# One run at a time on a host: two would share the machine's name, the
+# libvirt network and (when this script started it) libvirtd, which the
+# first to finish would stop under the other.
+exec 9>/run/lock/moat-vagrant-test.lock
+if ! flock -n 9; then
+  say "another make vagrant-test runs on this host; waiting for it"
+  flock 9
+fi
 
 # Sized from measured runs (.ci/vm/README.md, "Time").
 up_limit=${MOAT_VAGRANT_UP_LIMIT:-600}
