@@ -116,7 +116,7 @@ stop_daemons() {
 start_daemon() { # start_daemon PIDFILE CMD...
   local i pidfile=$1
   shift
-  "$@"
+  "$@" 9>&- # the daemon must not hold the run lock
   for i in $(seq 50); do [ -s "$pidfile" ] && break; sleep 0.2; done
   [ -s "$pidfile" ] || { say "$* wrote no $pidfile" >&2; return 1; }
   started=("$(cat "$pidfile")" "${started[@]}")
