@@ -22,8 +22,10 @@ const initFDEnv = "_MOAT_INIT_FD"
 // 1.25's cgroup-aware GOMAXPROCS keeps the launcher's cgroup cpu.cfs_*
 // files open for the life of the process (runtime/cgroup_linux.go); the
 // init stays for the whole run and must hold no descriptor of a host file,
-// so it reads them once at start and closes them.
-const initGodebug = "GODEBUG=containermaxprocs=0,updatemaxprocs=0"
+// so it reads them once at start and closes them. The runtime's
+// asynchronous preemption signals its own threads with SIGURG, which the
+// init would forward to the tool as a signal it never got outside.
+const initGodebug = "GODEBUG=containermaxprocs=0,updatemaxprocs=0,asyncpreemptoff=1"
 
 // exitSetup is the child's exit status when the setup failed (as runc and
 // crun use 125 for "the runtime failed").
@@ -71,10 +73,9 @@ type child struct {
 	// trace: send the stage marks before the exec (WithTrace).
 	trace bool
 	marks [numMarks]int64
-	// fwd receives the signals to forward once subscribed is closed
+	// sig is the subscription to the signals the init forwards to the tool
 	// (subscribe).
-	fwd        chan os.Signal
-	subscribed chan struct{}
+	sig signals
 }
 
 // mark records the end of a stage when tracing.

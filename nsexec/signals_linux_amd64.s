@@ -1,0 +1,74 @@
+#include "textflag.h"
+
+// The init's signal handler (signals_linux_amd64.go says why it is not Go).
+// The kernel calls it with the signal in DI and the siginfo in SI, on the
+// thread's alternate signal stack (SA_ONSTACK: every Go thread has one). It
+// makes system calls only, touches no Go state but the three variables
+// below, and needs no stack but its return address.
+
+#define SYS_rt_sigreturn	15
+#define SYS_kill		62
+#define SYS_gettid		186
+#define SYS_exit_group		231
+#define SYS_tgkill		234
+
+// The synchronous faults: SIGILL 4, SIGTRAP 5, SIGBUS 7, SIGFPE 8,
+// SIGSEGV 11, SIGSYS 31.
+#define FAULTS	$0x800009b0
+
+TEXT fwdHandler<>(SB),NOSPLIT|NOFRAME,$0
+	// A fault the kernel raised for the init's own instruction (si_code > 0)
+	// ends the init: returning would only fault again.
+	MOVL	8(SI), AX		// siginfo.si_code
+	CMPL	AX, $0
+	JLE	sent
+	MOVL	FAULTS, AX		// zero-extended
+	BTQ	DI, AX
+	JCS	fault
+sent:
+	MOVL	DI, R8			// the signal
+	MOVL	$SYS_gettid, AX
+	SYSCALL
+	MOVL	·fwdTid(SB), R9
+	CMPL	AX, R9
+	JNE	redirect
+	// On the exec thread: to the tool, or held until it runs.
+	MOVL	·fwdPid(SB), DI
+	TESTL	DI, DI
+	JEQ	hold
+	MOVL	R8, SI
+	MOVL	$SYS_kill, AX
+	SYSCALL
+	RET
+hold:
+	LEAL	-1(R8), CX
+	MOVQ	$1, AX
+	SHLQ	CX, AX
+	LOCK
+	ORQ	AX, ·fwdPending(SB)
+	RET
+redirect:
+	// Another thread of the init: raise it again on the exec thread, the
+	// only one whose kill(2) passes the permission check.
+	MOVL	$1, DI			// the init is pid 1 of its namespace
+	MOVL	R9, SI
+	MOVL	R8, DX
+	MOVL	$SYS_tgkill, AX
+	SYSCALL
+	RET
+fault:
+	ADDL	$128, DI
+	MOVL	$SYS_exit_group, AX
+	SYSCALL
+	INT	$3
+
+// fwdRestorer returns from the handler (SA_RESTORER is mandatory on amd64).
+TEXT fwdRestorer<>(SB),NOSPLIT|NOFRAME,$0
+	MOVL	$SYS_rt_sigreturn, AX
+	SYSCALL
+	INT	$3
+
+DATA ·fwdHandlerPC+0(SB)/8, $fwdHandler<>(SB)
+GLOBL ·fwdHandlerPC(SB), RODATA, $8
+DATA ·fwdRestorerPC+0(SB)/8, $fwdRestorer<>(SB)
+GLOBL ·fwdRestorerPC(SB), RODATA, $8
