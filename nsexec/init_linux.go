@@ -129,7 +129,16 @@ func (c *child) run() error {
 		return err
 	}
 	c.mark(markHygiene)
+	// The other threads drop to the tool's credentials beside the rest
+	// (finishDrop in exec waits for them); a prepared sandbox finishes
+	// before it waits, off the dispatch's path.
+	if err := c.startDrop(); err != nil {
+		return err
+	}
 	if c.deferred {
+		if err := c.finishDrop(); err != nil {
+			return err
+		}
 		if err := c.await(); err != nil {
 			return err
 		}

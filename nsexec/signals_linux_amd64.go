@@ -3,6 +3,7 @@ package nsexec
 import (
 	"math/bits"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -63,9 +64,11 @@ const (
 	sigIgn     = 1
 )
 
-// signals is empty here: the handler's state is the variables above, which
-// the handler reads at fixed addresses.
-type signals struct{}
+// signals holds the exec thread's side of the other threads' drop; the
+// handler's own state is the variables above, at fixed addresses.
+type signals struct {
+	drops drops
+}
 
 // subscribe installs the handler for every signal the init forwards. It
 // runs on the exec thread at the start of the setup, so a signal that comes
@@ -132,4 +135,143 @@ func rtSigaction(sig syscall.Signal, act, old *sigaction) error {
 		return e
 	}
 	return nil
+}
+
+// The identity switch and the privilege drop are per thread and were made
+// on the exec thread only; the Go runtime's other threads of the init kept
+// the setup's credentials (a root launcher's host uid 0, unmapped in the
+// sandbox, with initCaps in its user namespace). startDrop and finishDrop
+// make each of them drop the same way, from the handler: the
+// init tgkills dropSig to
+// every other thread, and the handler, seeing a dropSig that only the init
+// itself can have sent, switches that thread's ids, clears its capability
+// sets and sets no_new_privs (signals_linux_amd64.s). Neither Go's
+// AllThreadsSyscall (unavailable with cgo, and a stop of the world per
+// call) nor libc's set*id broadcast (ids only, not capabilities) does this.
+const dropSig = 64
+
+var (
+	dropUID, dropGID, dropGroups uint32
+	// dropCapHdr and dropCapData are capset(2)'s arguments: version 3, this
+	// thread, every set empty.
+	dropCapHdr  = [2]uint32{unix.LINUX_CAPABILITY_VERSION_3, 0}
+	dropCapData [6]uint32
+	// dropAcks counts the threads the handler has dropped; dropFailed is
+	// set if any of their system calls failed.
+	dropAcks, dropFailed uint32
+)
+
+// drops is the exec thread's record of the threads it asked to drop.
+type drops struct {
+	asked map[int]bool // by thread id, the exec thread itself included
+	sent  uint32       // how many handler runs dropAcks must reach
+}
+
+// startDrop asks every thread of the init not asked yet to drop, and
+// returns without waiting, so the handlers run beside the exec thread's
+// own work (finishDrop waits). It runs on the exec thread at the end of the
+// setup, before a prepared sandbox waits for its request, so a warm
+// dispatch finds the work done.
+func (c *child) startDrop() error {
+	d := &c.sig.drops
+	if d.asked == nil {
+		dropUID, dropGID = c.cfg.UID, c.cfg.GID
+		if c.drop {
+			dropGroups = 1
+		}
+		d.asked = map[int]bool{unix.Gettid(): true}
+	}
+	tids, err := threads()
+	if err != nil {
+		return stepErr(StepCapabilities, "/proc/self/task", "list the init's threads", err)
+	}
+	for _, tid := range tids {
+		if d.asked[tid] {
+			continue
+		}
+		d.asked[tid] = true
+		switch err := unix.Tgkill(1, tid, dropSig); err {
+		case nil:
+			d.sent++
+		case unix.ESRCH: // gone meanwhile
+		default:
+			return stepErr(StepCapabilities, "", "signal the init's threads", err)
+		}
+	}
+	return nil
+}
+
+// finishDrop runs on the exec thread after its own drop and before the
+// filter: it waits for the handlers, then sweeps /proc/self/task again
+// until no thread is left unasked, so one the runtime started meanwhile
+// (cloned from an undropped thread) is dropped too; a thread started later
+// is cloned from a dropped one.
+func (c *child) finishDrop() error {
+	d := &c.sig.drops
+	for range 16 {
+		if err := awaitAcks(d.sent); err != nil {
+			return stepErr(StepCapabilities, "", "drop the credentials of the init's other threads", err)
+		}
+		if atomic.LoadUint32(&dropFailed) != 0 {
+			return stepErr(StepCapabilities, "", "drop the credentials of the init's other threads", unix.EPERM)
+		}
+		before := d.sent
+		if err := c.startDrop(); err != nil {
+			return err
+		}
+		if d.sent == before {
+			return nil
+		}
+	}
+	return stepErr(StepCapabilities, "", "the init's threads keep multiplying", unix.EAGAIN)
+}
+
+// futexWaitPrivate is FUTEX_WAIT|FUTEX_PRIVATE_FLAG (linux/futex.h).
+const futexWaitPrivate = 0 | 128
+
+// awaitAcks waits until the handler has dropped n threads. Go threads never
+// exit in the init, so every signalled one answers; the timeout only keeps
+// a broken promise from hanging the setup.
+func awaitAcks(n uint32) error {
+	ts := unix.Timespec{Nsec: 100e6}
+	for range 20 {
+		got := atomic.LoadUint32(&dropAcks)
+		if got >= n {
+			return nil
+		}
+		_, _, e := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&dropAcks)),
+			futexWaitPrivate, uintptr(got), uintptr(unsafe.Pointer(&ts)), 0, 0)
+		if e != 0 && e != unix.EAGAIN && e != unix.EINTR && e != unix.ETIMEDOUT {
+			return e
+		}
+	}
+	return unix.ETIMEDOUT
+}
+
+// threads lists the init's thread ids (in its own pid namespace, like
+// gettid(2)) from the sandbox's /proc.
+func threads() ([]int, error) {
+	fd, err := unix.Open("/proc/self/task", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var tids []int
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return tids, nil
+		}
+		var names []string
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		for _, name := range names {
+			if tid, err := strconv.Atoi(name); err == nil {
+				tids = append(tids, tid)
+			}
+		}
+	}
 }
