@@ -20,12 +20,13 @@ import (
 // signal and no wakeup, and a signal then costs the init one kill(2), with
 // no trip through the runtime's signal queue and goroutines.
 //
-// The handler runs on whichever thread the kernel picks. Only the exec
-// thread holds the tool's credentials (the identity switch is per thread),
-// so only its kill(2) passes the permission check when the launcher is
-// root: on any other thread the handler raises the signal again on the exec
-// thread (tgkill), and there sends it to the tool, or holds it in
-// fwdPending until the tool runs. A synchronous fault the kernel raised
+// The handler runs on whichever thread the kernel picks. Until the other
+// threads drop (startDrop, below), only the exec thread holds the tool's
+// credentials, so only its kill(2) passes the permission check when the
+// launcher is root; and fwdPending is simplest touched by one thread. So on
+// any other thread the handler raises the signal again on the exec thread
+// (tgkill), and there sends it to the tool, or holds it in fwdPending until
+// the tool runs. A synchronous fault the kernel raised
 // for the init's own code (si_code > 0) ends the init with 128+N; a
 // returning handler would only fault again.
 //
