@@ -129,12 +129,9 @@ func (c *child) run() error {
 		return err
 	}
 	c.mark(markHygiene)
-	// The other threads drop to the tool's credentials beside the rest
-	// (finishDrop in exec waits for them); a prepared sandbox finishes
-	// before it waits, off the dispatch's path.
-	if err := c.startDrop(); err != nil {
-		return err
-	}
+	// The other threads were asked to drop to the tool's credentials in
+	// buildRoot; a prepared sandbox collects them before it waits, off the
+	// dispatch's path, a started one in exec.
 	if c.deferred {
 		if err := c.finishDrop(); err != nil {
 			return err

@@ -170,10 +170,13 @@ type drops struct {
 
 // startDrop asks every thread of the init not asked yet to drop, and
 // returns without waiting, so the handlers run beside the exec thread's
-// own work (finishDrop waits). It runs on the exec thread at the end of the
-// setup, before a prepared sandbox waits for its request, so a warm
-// dispatch finds the work done.
-func (c *child) startDrop() error {
+// own work (finishDrop waits). It runs on the exec thread as soon as the
+// sandbox's /proc is mounted (the thread ids it lists, dir's path, must be
+// the sandbox's, as tgkill takes them), so the handlers run beside the rest
+// of the setup: asked only after the exec thread's own drop, the threads
+// cost a cold start about 0.3 ms on a loaded 2-CPU host, waiting to be
+// scheduled.
+func (c *child) startDrop(dir int, path string) error {
 	d := &c.sig.drops
 	if d.asked == nil {
 		dropUID, dropGID = c.cfg.UID, c.cfg.GID
@@ -182,9 +185,9 @@ func (c *child) startDrop() error {
 		}
 		d.asked = map[int]bool{unix.Gettid(): true}
 	}
-	tids, err := threads()
+	tids, err := threads(dir, path)
 	if err != nil {
-		return stepErr(StepCapabilities, "/proc/self/task", "list the init's threads", err)
+		return stepErr(StepCapabilities, "/"+path, "list the init's threads", err)
 	}
 	for _, tid := range tids {
 		if d.asked[tid] {
@@ -217,7 +220,7 @@ func (c *child) finishDrop() error {
 			return stepErr(StepCapabilities, "", "drop the credentials of the init's other threads", unix.EPERM)
 		}
 		before := d.sent
-		if err := c.startDrop(); err != nil {
+		if err := c.startDrop(unix.AT_FDCWD, "/proc/1/task"); err != nil {
 			return err
 		}
 		if d.sent == before {
@@ -249,10 +252,10 @@ func awaitAcks(n uint32) error {
 	return unix.ETIMEDOUT
 }
 
-// threads lists the init's thread ids (in its own pid namespace, like
-// gettid(2)) from the sandbox's /proc.
-func threads() ([]int, error) {
-	fd, err := unix.Open("/proc/self/task", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// threads lists the init's thread ids from path under dir, the task
+// directory of the sandbox's /proc.
+func threads(dir int, path string) ([]int, error) {
+	fd, err := unix.Openat(dir, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -88,6 +88,6 @@ func forwarded() []os.Signal {
 // startDrop and finishDrop do nothing here: only the amd64 handler can make
 // the init's other threads drop their credentials (signals_linux_amd64.go),
 // so on other architectures they keep the setup's.
-func (c *child) startDrop() error { return nil }
+func (c *child) startDrop(dir int, path string) error { return nil }
 
 func (c *child) finishDrop() error { return nil }
