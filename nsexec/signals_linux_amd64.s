@@ -13,6 +13,7 @@
 #define SYS_tgkill		234
 #define SYS_setresuid		117
 #define SYS_setgroups		116
+#define SYS_getgroups		115
 #define SYS_setresgid		119
 #define SYS_capset		126
 #define SYS_prctl		157
@@ -88,6 +89,14 @@ drop:
 	XORL	DI, DI
 	XORL	SI, SI
 	MOVL	$SYS_setgroups, AX
+	SYSCALL
+	TESTQ	AX, AX
+	JEQ	gid
+	// A thread cloned from the exec thread after its own drop has no
+	// CAP_SETGID left, and no supplementary group either: that is fine.
+	XORL	DI, DI
+	XORL	SI, SI
+	MOVL	$SYS_getgroups, AX
 	SYSCALL
 	TESTQ	AX, AX
 	JNE	failed
