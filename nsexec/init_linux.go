@@ -18,14 +18,21 @@ const InitArgv0 = "moat-sandbox-init"
 // second signal (with InitArgv0) that this process is a sandbox child.
 const initFDEnv = "_MOAT_INIT_FD"
 
-// initGodebug is the only other variable of the child's environment. Go
-// 1.25's cgroup-aware GOMAXPROCS keeps the launcher's cgroup cpu.cfs_*
-// files open for the life of the process (runtime/cgroup_linux.go); the
-// init stays for the whole run and must hold no descriptor of a host file,
-// so it reads them once at start and closes them. The runtime's
+// initGodebug and initMaxprocs are the only other variables of the child's
+// environment. Go 1.25's cgroup-aware GOMAXPROCS keeps the launcher's
+// cgroup cpu.cfs_* files open for the life of the process
+// (runtime/cgroup_linux.go); the init stays for the whole run and must hold
+// no descriptor of a host file, so it reads them once at start and closes
+// them. The runtime's
 // asynchronous preemption signals its own threads with SIGURG, which the
 // init would forward to the tool as a signal it never got outside.
 const initGodebug = "GODEBUG=containermaxprocs=0,updatemaxprocs=0,asyncpreemptoff=1"
+
+// initMaxprocs gives the init's runtime one P: the setup runs on one locked
+// thread anyway, and every other thread the runtime starts for idle Ps is
+// one more for the init to drop (startDrop) and for its exit to kill (4
+// threads instead of 6 on a 2-CPU host).
+const initMaxprocs = "GOMAXPROCS=1"
 
 // exitSetup is the child's exit status when the setup failed (as runc and
 // crun use 125 for "the runtime failed").
