@@ -198,10 +198,6 @@ func setupCgroups(l *launcher, o *options, pol *policies.Policy) error {
 			}
 		}
 	}
-	if l.resources != nil && (l.cgroups == nil || l.cgPosture.Degraded()) {
-		o.logger.Warn("cgroup limits are not (fully) enforced on this host; running with rlimits and the wall-clock kill",
-			"memory", l.cgPosture.Memory.Reason, "pids", l.cgPosture.Pids.Reason, "cpu", l.cgPosture.CPU.Reason, "fix", l.cgPosture.Fix)
-	}
 	var required []cgroups.Limit
 	for _, name := range pol.Limits.Required {
 		switch name {
@@ -216,6 +212,11 @@ func setupCgroups(l *launcher, o *options, pol *policies.Policy) error {
 	if err := l.cgPosture.Require(required...); err != nil {
 		return &executor.Error{Code: executor.CodeConfig, Err: err,
 			Message: fmt.Sprintf("native: policy %q requires limits this host cannot enforce: %v", pol.Name, err)}
+	}
+	// Only limits nobody required reach here: they degrade, with a warning.
+	if l.resources != nil && (l.cgroups == nil || l.cgPosture.Degraded()) {
+		o.logger.Warn("cgroup limits are not (fully) enforced on this host; running with rlimits and the wall-clock kill",
+			"memory", l.cgPosture.Memory.Reason, "pids", l.cgPosture.Pids.Reason, "cpu", l.cgPosture.CPU.Reason, "fix", l.cgPosture.Fix)
 	}
 	return nil
 }
