@@ -64,6 +64,10 @@ type cgroupReport struct {
 	Parents []string          `json:"parents,omitempty"`
 	Limits  map[string]string `json:"limits"` // limit -> "enforced" or the reason it is not
 	Fix     string            `json:"fix,omitempty"`
+	// Source says which path gave the cgroup (systemd-scope, delegated,
+	// cgroup-parent, root, none) and SourceDetail which one, or why none.
+	Source       string `json:"source"`
+	SourceDetail string `json:"sourceDetail,omitempty"`
 }
 
 type policyReport struct {
@@ -136,7 +140,7 @@ func diagnose() *doctorReport {
 	}
 	r.Cgroups = cgroupsReport()
 	if r.Cgroups.Fix != "" {
-		r.Problems = append(r.Problems, problem{"cgroup limits are degraded on this host (" + degradedLimits(r.Cgroups) + ")", r.Cgroups.Fix})
+		r.Problems = append(r.Problems, problem{"cgroup limits are degraded on this host (" + degradedLimits(r.Cgroups) + "): " + r.Cgroups.SourceDetail, r.Cgroups.Fix})
 	}
 	r.UserNS.Works, r.UserNS.Error = trySandbox()
 	if !r.UserNS.Works {
@@ -191,11 +195,13 @@ func cgroupsReport() cgroupReport {
 			c.Limits[l] = err.Error()
 		}
 		c.Fix = "check that a cgroup file system is mounted at /sys/fs/cgroup"
+		c.Source, c.SourceDetail = string(cgroups.SourceNone), err.Error()
 		return c
 	}
 	defer pv.Close()
 	p := pv.Cgroups()
 	c.Layout, c.Parents, c.Fix = p.Layout.String(), p.Parents, p.Fix
+	c.Source, c.SourceDetail = string(p.Source), p.SourceDetail
 	for _, l := range []cgroups.Limit{cgroups.Memory, cgroups.Pids, cgroups.CPU} {
 		lp := p.Of(l)
 		if lp.Enforced {
@@ -294,6 +300,7 @@ func printReport(w io.Writer, r *doctorReport) {
 		cg = "layout " + r.Cgroups.Layout + "; not enforced: " + d + " (see problems)"
 	}
 	layer("cgroups", r.Cgroups.Fix == "", "degraded", cg)
+	fmt.Fprintln(w, fit(fmt.Sprintf("%-9s %-9s %s", "", "from", r.Cgroups.Source+ifText(r.Cgroups.SourceDetail != "", ": "+r.Cgroups.SourceDetail))))
 	byStatus := map[string][]string{}
 	for _, p := range r.Policies {
 		byStatus[p.Status] = append(byStatus[p.Status], p.Name)

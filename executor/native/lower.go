@@ -182,14 +182,16 @@ func resources(pol *policies.Policy) (*specs.LinuxResources, error) {
 func setupCgroups(l *launcher, o *options, pol *policies.Policy) error {
 	switch {
 	case o.noCgroups:
-		l.cgPosture = cgroups.Posture{Memory: off("disabled by WithoutCgroups"), Pids: off("disabled by WithoutCgroups"), CPU: off("disabled by WithoutCgroups")}
+		l.cgPosture = cgroups.Posture{Memory: off("disabled by WithoutCgroups"), Pids: off("disabled by WithoutCgroups"), CPU: off("disabled by WithoutCgroups"),
+			Source: cgroups.SourceNone, SourceDetail: "disabled by WithoutCgroups"}
 	case o.cgroups != nil:
 		l.cgroups = o.cgroups
 		l.cgPosture = o.cgroups.Posture()
 	default:
-		m, err := defaultCgroups(o.logger)
+		m, err := defaultCgroups(o.logger, o.systemdBus)
 		if err != nil {
-			l.cgPosture = cgroups.Posture{Memory: off(err.Error()), Pids: off(err.Error()), CPU: off(err.Error())}
+			l.cgPosture = cgroups.Posture{Memory: off(err.Error()), Pids: off(err.Error()), CPU: off(err.Error()),
+				Source: cgroups.SourceNone, SourceDetail: err.Error()}
 		} else {
 			l.cgroups, l.ownCgroups = m, true
 			l.cgPosture = m.Posture()
@@ -227,8 +229,15 @@ func setupCgroups(l *launcher, o *options, pol *policies.Policy) error {
 // group that holds processes (the "no internal processes" rule: controllers
 // cannot be enabled below it), and the hierarchy root, which is exempt, is
 // the way out (cgroups.WithParent doc; Documentation/admin-guide/cgroup-v2.rst).
-func defaultCgroups(log *slog.Logger) (*cgroups.Manager, error) {
-	m, err := cgroups.New(cgroups.WithLogger(log))
+//
+// Rootless, a bus lets the manager ask the user's systemd for a delegated
+// scope. As root moat does not go through the system bus (runc's systemd
+// driver does): root can create its parent below the hierarchy root itself,
+// with no dependency on a D-Bus daemon being up, in containers and early
+// boot alike, at the cost of systemd not knowing the group (it leaves
+// groups it did not create alone).
+func defaultCgroups(log *slog.Logger, bus string) (*cgroups.Manager, error) {
+	m, err := cgroups.New(cgroups.WithLogger(log), cgroups.WithSystemdBus(bus))
 	if err != nil || !m.Posture().Degraded() || m.Posture().Layout != cgroups.Unified || os.Geteuid() != 0 {
 		return m, err
 	}
