@@ -244,7 +244,7 @@ func TestDoctorJSONMatchesTheHost(t *testing.T) {
 	if !rep.UserNS.Works || rep.User.UID != os.Geteuid() || !rep.Seccomp.Usable {
 		t.Errorf("doctor: userns works %v, uid %d (want %d), seccomp usable %v", rep.UserNS.Works, rep.User.UID, os.Geteuid(), rep.Seccomp.Usable)
 	}
-	pv, err := native.New()
+	pv, err := native.New(native.WithSystemdBus(userBus())) // what the CLI passes
 	if err != nil {
 		t.Fatal(err)
 	}
