@@ -81,10 +81,10 @@ func (m *Manager) fallbackV2(h *Host, c *config, why string) (*v2Tree, string) {
 	if t != nil {
 		_ = t.close()
 	}
-	if reason == "" {
-		reason = why
+	if reason != "" {
+		why += " (" + reason + ")"
 	}
-	return nil, reason
+	return nil, why
 }
 
 // inDelegated makes the leaves' parent below this process's own group when

@@ -2,6 +2,7 @@ package cgroups
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -206,5 +208,98 @@ func scopeChild(t *testing.T, bus string) {
 	}
 	if exists(p.Parents[0]) {
 		t.Errorf("Close left %s", p.Parents[0])
+	}
+}
+
+// TestRootlessV2WithoutBus: unprivileged, in a cgroup2 group that is not
+// delegated (the controller-less cgroup2 mount of a hybrid host stands in
+// for a login session scope), moat with no user bus, or with one nobody
+// answers on, behaves as before (no cgroup, every limit degraded) and says
+// why: not delegated, and no bus or the error talking to it.
+func TestRootlessV2WithoutBus(t *testing.T) {
+	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
+		return
+	}
+	h := mustDetect(t)
+	if h.Unified == "" || h.SelfUnified == "" {
+		testenv.Skipf(t, "no cgroup2 mount that holds this process")
+	}
+	if writable(h.SelfUnified) {
+		t.Skipf("not this layout: this process's cgroup2 group %s is writable (delegated)", h.SelfUnified)
+	}
+	for _, tc := range []struct {
+		name, bus, want string
+	}{
+		{"no bus", "", "no systemd user bus was given"},
+		{"nobody answers", "unix:path=" + filepath.Join(t.TempDir(), "no-bus"), "connect to the user's systemd manager"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := New(withUnified(), WithSystemdBus(tc.bus))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			p := m.Posture()
+			if p.Source != SourceNone || !strings.Contains(p.SourceDetail, "is not delegated to uid") || !strings.Contains(p.SourceDetail, tc.want) {
+				t.Fatalf("posture %+v; want source none saying the group is not delegated and %q", p, tc.want)
+			}
+			if !p.Degraded() || p.Memory.Enforced || !strings.Contains(p.Memory.Reason, tc.want) || p.Fix == "" {
+				t.Fatalf("posture %+v; want every limit degraded with the reason and a fix", p)
+			}
+			if _, err := m.Create("x", limitsOf(64<<20, 0, 0)); !errors.Is(err, ErrNoDelegation) {
+				t.Fatalf("Create = %v, want ErrNoDelegation", err)
+			}
+		})
+	}
+}
+
+// delegatedChildVar marks the re-run of TestDelegatedCgroupUsedAsIs that
+// runs alone in a Delegate=yes scope.
+const delegatedChildVar = "MOAT_CGROUPS_TEST_DELEGATED_CHILD"
+
+// TestDelegatedCgroupUsedAsIs: a moat process alone in a cgroup already
+// delegated to it (here a `systemd-run --user --scope -p Delegate=yes`)
+// uses it, moving itself into a leaf of its own so that controllers can be
+// enabled for the leaves' parent, and asks systemd for nothing: the source
+// is "delegated" even with a bus. It needs a systemd user manager (the
+// Vagrant VM's user pass) and skips plainly elsewhere.
+func TestDelegatedCgroupUsedAsIs(t *testing.T) {
+	if bus := os.Getenv(delegatedChildVar); bus != "" {
+		before := mustDetect(t).SelfUnified
+		m, err := New(WithSystemdBus(bus))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		p := m.Posture()
+		if p.Source != SourceDelegated || p.Require(Memory, Pids, CPU) != nil {
+			t.Fatalf("alone in the delegated %s: posture %+v, want source delegated, every limit enforced", before, p)
+		}
+		after := mustDetect(t).SelfUnified
+		if filepath.Dir(after) != before || !strings.HasPrefix(filepath.Base(after), selfLeafPrefix) {
+			t.Fatalf("this process moved from %s to %s, want a %s leaf below it", before, after, selfLeafPrefix)
+		}
+		t.Run("pids.max", func(t *testing.T) { checkPidsLimit(t, m) })
+		return
+	}
+	if os.Geteuid() == 0 {
+		t.Skip("not this layout: runs as an unprivileged user with a systemd user manager")
+	}
+	if h := mustDetect(t); h.Layout != Unified {
+		t.Skipf("not this layout: needs pure cgroup v2 (layout %v)", h.Layout)
+	}
+	bus := testUserBus()
+	if bus == "" {
+		t.Skip("not this layout: no systemd user bus ($DBUS_SESSION_BUS_ADDRESS, $XDG_RUNTIME_DIR/bus)")
+	}
+	if _, err := exec.LookPath("systemd-run"); err != nil {
+		t.Skip("not this layout: no systemd-run")
+	}
+	cmd := exec.Command("systemd-run", "--user", "--scope", "-p", "Delegate=yes", "--quiet", "--",
+		os.Args[0], "-test.run", "^TestDelegatedCgroupUsedAsIs$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), delegatedChildVar+"="+bus)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestDelegatedCgroupUsedAsIs") {
+		t.Fatalf("the moat process in a delegated scope: %v\n%s", err, out)
 	}
 }

@@ -37,7 +37,7 @@ REQUIRED = {
         ],
     },
     "user": {
-        "cgroups": ["TestV2DelegatedSubtreeAsCaller", "TestSystemdScopeWithoutWrapper"],
+        "cgroups": ["TestV2DelegatedSubtreeAsCaller", "TestSystemdScopeWithoutWrapper", "TestDelegatedCgroupUsedAsIs"],
         "cmd_moat": ["TestRunRootlessLimitsFromSystemdScope"],
     },
 }
