@@ -29,7 +29,7 @@ func (m *Manager) rootlessV2(h *Host, c *config) (*v2Tree, string) {
 	}
 	// 1. Already delegated: used as it is, or after moving ourselves into a
 	// leaf of our own when the group holds only us.
-	if t, ok := m.inDelegated(h, c.parent); ok {
+	if t, _ := m.inDelegated(h, c.parent); t != nil {
 		m.posture.Source, m.posture.SourceDetail = SourceDelegated, "this process's cgroup "+strings.TrimPrefix(h.SelfUnified, h.Unified)
 		if dir := filepath.Dir(h.SelfUnified); m.ownScope(dir) {
 			m.posture.Source, m.posture.SourceDetail = SourceSystemdScope, filepath.Base(dir)+" (transient, Delegate=yes, from the user's systemd manager)"
@@ -60,10 +60,10 @@ func (m *Manager) rootlessV2(h *Host, c *config) (*v2Tree, string) {
 		m.posture.SourceDetail = fmt.Sprintf("systemd started %s but this process is in %q (%v)", scope, got, err)
 		return m.fallbackV2(h, c, m.posture.SourceDetail)
 	}
-	t, ok := m.inDelegated(nh, c.parent)
-	if !ok {
+	t, why := m.inDelegated(nh, c.parent)
+	if t == nil {
 		m.posture.Source = SourceNone
-		m.posture.SourceDetail = "the systemd scope " + scope + " is not usable: " + m.posture.Memory.Reason
+		m.posture.SourceDetail = "the systemd scope " + scope + " is not usable: " + why
 		return nil, m.posture.SourceDetail
 	}
 	m.posture.Source, m.posture.SourceDetail = SourceSystemdScope, scope+" (transient, Delegate=yes, from the user's systemd manager)"
@@ -94,7 +94,7 @@ func (m *Manager) fallbackV2(h *Host, c *config, why string) (*v2Tree, string) {
 // cgroup-v2.rst), so moat first moves itself into a leaf of its own below
 // it, as crun does with its systemd driver; a group that holds other
 // processes too is not touched.
-func (m *Manager) inDelegated(h *Host, parent string) (*v2Tree, bool) {
+func (m *Manager) inDelegated(h *Host, parent string) (*v2Tree, string) {
 	self := h.SelfUnified
 	moved := filepath.Base(self) == m.selfLeaf()
 	if moved {
@@ -104,16 +104,16 @@ func (m *Manager) inDelegated(h *Host, parent string) (*v2Tree, bool) {
 	}
 	for _, f := range []string{"", "cgroup.procs", "cgroup.subtree_control"} {
 		if unix.Faccessat(unix.AT_FDCWD, filepath.Join(self, f), unix.W_OK, unix.AT_EACCESS) != nil {
-			return nil, false
+			return nil, filepath.Join(self, f) + " is not writable by this user"
 		}
 	}
 	avail, err := fields(self, "cgroup.controllers")
 	if err != nil {
-		return nil, false
+		return nil, err.Error()
 	}
 	for _, c := range v2Wanted {
 		if !slices.Contains(avail, c) {
-			return nil, false
+			return nil, fmt.Sprintf("%s offers controllers %v, not %s", self, avail, c)
 		}
 	}
 	base := self
@@ -121,21 +121,19 @@ func (m *Manager) inDelegated(h *Host, parent string) (*v2Tree, bool) {
 	procs, _ := fields(self, "cgroup.procs")
 	if !moved && len(procs) > 0 && !containsAll(on, v2Wanted) {
 		if len(procs) != 1 || procs[0] != strconv.Itoa(m.owner.pid) {
-			return nil, false
+			return nil, fmt.Sprintf("%s holds other processes (%v) than this one", self, procs)
 		}
 		removeDeadSelfLeaves(self)
 		leaf := filepath.Join(self, m.selfLeaf())
 		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			m.log.Debug("delegated cgroup: cannot make a leaf for moat itself", "dir", leaf, "err", err)
-			return nil, false
+			return nil, fmt.Sprintf("make a leaf for moat itself: %v", err)
 		}
 		// cgroup.procs moves the whole thread group (cgroup-v2.rst,
 		// "Processes"); both groups are below the delegated one, so the
 		// delegation containment rule allows it.
 		if err := writeFile(leaf, "cgroup.procs", strconv.Itoa(m.owner.pid)); err != nil {
-			m.log.Debug("delegated cgroup: cannot move moat into its own leaf", "dir", leaf, "err", err)
 			_ = unix.Rmdir(leaf)
-			return nil, false
+			return nil, fmt.Sprintf("move moat into its own leaf %s: %v", leaf, err)
 		}
 		m.log.Debug("moved this process into a leaf of its delegated cgroup", "dir", leaf)
 	} else if !moved && len(procs) == 0 {
@@ -148,11 +146,13 @@ func (m *Manager) inDelegated(h *Host, parent string) (*v2Tree, bool) {
 		if t != nil {
 			_ = t.close()
 		}
-		m.log.Debug("delegated cgroup not usable", "dir", base, "reason", reason, "posture", p)
-		return nil, false
+		if reason == "" {
+			reason = p.Memory.Reason + "; " + p.Pids.Reason + "; " + p.CPU.Reason
+		}
+		return nil, reason
 	}
 	m.posture = p
-	return t, true
+	return t, ""
 }
 
 // selfLeaf is the name of the leaf this process moves itself into.
