@@ -249,6 +249,10 @@ func TestDoctorJSONMatchesTheHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pv.Close()
+	// Where the limits come from, and for none why.
+	if src := pv.Cgroups().Source; src == "" || rep.Cgroups.Source != string(src) || rep.Cgroups.SourceDetail == "" {
+		t.Errorf("doctor says the cgroup came from %q (%s), the provider says %q", rep.Cgroups.Source, rep.Cgroups.SourceDetail, src)
+	}
 	wantDefault := "full"
 	if pv.Cgroups().Degraded() {
 		wantDefault = "degraded"

@@ -188,7 +188,7 @@ func cgroupsReport() cgroupReport {
 	// What the native provider itself will use: it may pick another parent
 	// than the cgroups default (the v2 root as root, see native).
 	// The provider only reports its cgroups here; it never runs a tool.
-	pv, err := native.New(native.WithPolicy(&policies.Policy{Unfiltered: true}))
+	pv, err := native.New(native.WithPolicy(&policies.Policy{Unfiltered: true}), native.WithSystemdBus(userBus()))
 	if err != nil {
 		c.Layout = "unknown"
 		for _, l := range []string{"memory", "pids", "cpu"} {
@@ -230,7 +230,7 @@ func judgePolicy(name string, r *doctorReport) policyReport {
 	if pol.Seccomp != nil && !r.Seccomp.Usable {
 		return policyReport{Name: name, Status: "refused", Missing: []string{"seccomp"}}
 	}
-	p, err := native.New(native.WithPolicy(pol))
+	p, err := native.New(native.WithPolicy(pol), native.WithSystemdBus(userBus()))
 	if err != nil {
 		return policyReport{Name: name, Status: "refused", Missing: []string{err.Error()}}
 	}

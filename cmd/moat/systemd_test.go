@@ -95,7 +95,7 @@ func TestRunRootlessLimitsFromSystemdScope(t *testing.T) {
 		}
 	})
 	t.Run("pids", func(t *testing.T) {
-		bomb := "import os, time\nn = 0\ntry:\n    while n < 200:\n        if os.fork() == 0:\n            time.sleep(5)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    pass\nprint(n)\nos._exit(0)\n"
+		bomb := "import os, time\nn = 0\ntry:\n    while n < 200:\n        if os.fork() == 0:\n            time.sleep(5)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    pass\nprint(n, flush=True)\nos._exit(0)\n"
 		r := run(t, "run", "--pids", "16", "--", "python3", "-c", bomb)
 		n, err := strconv.Atoi(strings.TrimSpace(r.stdout))
 		if r.code != 0 || err != nil || n >= 16 {
