@@ -36,22 +36,37 @@
 // Process Constraint"): controllers can only be enabled in the
 // cgroup.subtree_control of a group without processes. If moat runs directly
 // in its delegated group, enabling controllers for the "moat" child fails with
-// EBUSY and the posture says so; run moat in a leaf of its own (as
-// `systemd-run --user --scope -p Delegate=yes` does) or pass WithParent. As
+// EBUSY and the posture says so, unless moat may move itself into a leaf of
+// its own (rootless, below). As
 // root, WithParent("/moat") puts the parent below the hierarchy root, which
 // the rule exempts (the layout of runc's cgroupfs driver).
 //
 // # Rootless
 //
 // Without root a cgroup can only be created where an administrator or systemd
-// delegated a subtree to the user. The posture names the fix when there is
-// none: `systemd-run --user -p Delegate=yes --scope moat ...`, a user slice or
-// service with Delegate=yes, or a subtree an administrator created and chowned
-// (on v1, every controller directory and its control files). Without a usable
-// cgroup [New] still succeeds, [Posture] reports every limit as degraded, and
-// [Manager.Create] returns an error wrapping [ErrNoDelegation]; the caller
-// falls back to rlimits and a wall-clock kill. A policy that marks a limit as
-// required is refused with a [*RequiredError] from [Posture.Require].
+// delegated a subtree to the user. On cgroup v2, with no parent given, [New]
+// looks in this order ([Posture].Source says which path it took):
+//
+//   - [SourceDelegated]: this process's own group is delegated (writable,
+//     offering memory, pids and cpu: a user@.service subtree, a Delegate=yes
+//     unit or scope). When this process is alone in it, it first moves itself
+//     into a leaf of its own there (moat-self-PID-START), so that the
+//     controllers can be enabled for the leaves' parent;
+//   - [SourceSystemdScope]: otherwise, with [WithSystemdBus], it asks the
+//     user's systemd manager for a transient moat-PID-START.scope with
+//     Delegate=yes holding this process (systemd.resource-control(5),
+//     "Delegate="; podman and crun do the same), after stopping the scopes
+//     of moat processes that are gone, and works below it. Later Managers of
+//     the same process share it; systemd removes it when the process ends.
+//   - [SourceNone]: no bus, or systemd refused; the reason says which.
+//
+// As root nothing is asked of systemd (see native's defaultCgroups for why),
+// and v1 hierarchies are never delegated by systemd. Without a usable
+// cgroup [New] still succeeds, [Posture] reports every limit as degraded
+// with the fix, and [Manager.Create] returns an error wrapping
+// [ErrNoDelegation]; the caller falls back to rlimits and a wall-clock kill.
+// A policy that marks a limit as required is refused with a
+// [*RequiredError] from [Posture.Require].
 //
 // RLIMIT_NPROC is not a substitute for the pids limit: it counts every process
 // of the real uid, so when all sandboxes (and moat itself) share one uid, as

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -82,6 +83,12 @@ func New(opts ...Option) (*Manager, error) {
 	m.posture = Posture{Layout: h.Layout}
 	var reason string
 	switch {
+	case (h.Layout == Unified || (c.unified && h.Unified != "")) && os.Geteuid() != 0 && !c.parentSet:
+		if t, why := m.rootlessV2(h, &c); t != nil {
+			m.tree = t
+		} else {
+			reason = why
+		}
 	case h.Layout == Unified || (c.unified && h.Unified != ""):
 		var t *v2Tree
 		if t, reason = newV2Tree(h, c.parent, &m.posture); t != nil {
@@ -102,12 +109,42 @@ func New(opts ...Option) (*Manager, error) {
 		m.posture.Pids = LimitPosture{Reason: reason}
 		m.posture.CPU = LimitPosture{Reason: reason}
 	}
+	m.setSource(&c)
 	if m.posture.Degraded() {
 		m.posture.Fix = fixHint
+		if h.Layout == Unified {
+			m.posture.Fix = fixHintV2
+		}
 	}
 	m.log.Debug("cgroups ready", "layout", h.Layout.String(), "parents", m.posture.Parents,
 		"memory", m.posture.Memory.Enforced, "pids", m.posture.Pids.Enforced, "cpu", m.posture.CPU.Enforced)
 	return m, nil
+}
+
+// setSource says which path gave the cgroup, when rootlessV2 did not.
+func (m *Manager) setSource(c *config) {
+	p := &m.posture
+	switch {
+	case m.tree == nil || (!p.Memory.Enforced && !p.Pids.Enforced && !p.CPU.Enforced):
+		p.Source = SourceNone
+		switch {
+		case p.SourceDetail != "":
+		case p.Layout == V1 || p.Layout == Hybrid:
+			// systemd delegates v1 controllers to no user, and a user
+			// bus cannot change that.
+			p.SourceDetail = "the limits live in cgroup v1 hierarchies (layout " + p.Layout.String() +
+				"), which systemd does not delegate to users, and none is delegated to uid " + strconv.Itoa(os.Geteuid()) + ": " + p.Memory.Reason
+		default:
+			p.SourceDetail = p.Memory.Reason
+		}
+	case p.Source != "":
+	case os.Geteuid() == 0:
+		p.Source, p.SourceDetail = SourceRoot, strings.Join(p.Parents, ", ")
+	case c.parentSet:
+		p.Source, p.SourceDetail = SourceParent, strings.Join(p.Parents, ", ")
+	default:
+		p.Source, p.SourceDetail = SourceDelegated, strings.Join(p.Parents, ", ")
+	}
 }
 
 // checkParent refuses a parent that would escape the hierarchy.

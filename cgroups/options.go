@@ -15,12 +15,26 @@ type config struct {
 	host    *Host
 	owner   *owner // tests: pretend to be another process
 	unified bool   // tests: use the cgroup2 mount of a hybrid host
+
+	parentSet bool   // WithParent was given
+	bus       string // the user's systemd manager's D-Bus address
 }
 
 // WithParent sets the group leaves are created in. A relative path is
 // resolved below this process's own cgroup in each hierarchy, an absolute
 // one below each hierarchy's root. Missing levels are created.
-func WithParent(path string) Option { return func(c *config) { c.parent = path } }
+func WithParent(path string) Option {
+	return func(c *config) { c.parent, c.parentSet = path, true }
+}
+
+// WithSystemdBus is the D-Bus address of the calling user's systemd manager
+// (for example "unix:path=/run/user/1000/bus", what $DBUS_SESSION_BUS_ADDRESS
+// or $XDG_RUNTIME_DIR/bus name; this package reads no environment). When an
+// unprivileged process on cgroup v2 sits in a group that is not delegated to
+// it, New asks that manager for a transient scope with Delegate=yes, moves
+// this process into it and creates the leaves below it (see the package
+// doc). Ignored as root, with WithParent, and on v1 or hybrid hosts.
+func WithSystemdBus(address string) Option { return func(c *config) { c.bus = address } }
 
 // WithLogger sets the logger (discarded by default).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }

@@ -70,7 +70,30 @@ type Posture struct {
 	Parents []string
 	// Fix says how to obtain a delegated cgroup; set when a limit is degraded.
 	Fix string
+	// Source says which path gave the cgroup the leaves are created in,
+	// and SourceDetail which one (the scope, the group) or, for
+	// SourceNone, why there is none.
+	Source       Source
+	SourceDetail string
 }
+
+// Source is how a Manager came by its cgroup.
+type Source string
+
+const (
+	// SourceSystemdScope: a transient scope with Delegate=yes that the
+	// user's systemd manager created for this process (WithSystemdBus).
+	SourceSystemdScope Source = "systemd-scope"
+	// SourceDelegated: this process's own cgroup was already delegated to
+	// it (a user@.service subtree, a Delegate=yes unit or scope).
+	SourceDelegated Source = "delegated"
+	// SourceParent: the group given with WithParent (moat run --cgroup-parent).
+	SourceParent Source = "cgroup-parent"
+	// SourceRoot: running as root, which may create cgroups anywhere.
+	SourceRoot Source = "root"
+	// SourceNone: no usable cgroup; SourceDetail says why.
+	SourceNone Source = "none"
+)
 
 // Of returns the posture of one limit.
 func (p Posture) Of(l Limit) LimitPosture {
@@ -102,7 +125,12 @@ func (p Posture) Require(limits ...Limit) error {
 	return errors.Join(errs...)
 }
 
-// fixHint is the delegation advice shown when a limit is degraded.
-const fixHint = "run moat as root, or in a delegated cgroup: `systemd-run --user --scope -p Delegate=yes moat ...`, " +
-	"a systemd --user slice or service with Delegate=yes, or a subtree an administrator created and chowned to this user " +
+// fixHint is the delegation advice shown when a limit is degraded; on
+// cgroup v2 fixHintV2, which starts with what moat does itself on systemd.
+const fixHint = "run moat as root, or in a delegated cgroup: a subtree an administrator created and chowned to this user " +
 	"(on cgroup v1: each controller directory and its control files), passed with WithParent (moat run --cgroup-parent)"
+
+const fixHintV2 = "let moat reach the user's systemd manager, which then gives it a delegated scope " +
+	"(a login session, or `loginctl enable-linger` for jobs without one; the bus at $XDG_RUNTIME_DIR/bus; library: WithSystemdBus); " +
+	"otherwise run moat as root, or in a systemd --user scope, slice or service with Delegate=yes, " +
+	"or in a subtree an administrator created and chowned to this user, passed with WithParent (moat run --cgroup-parent)"

@@ -32,7 +32,6 @@ var v2Wanted = []string{"memory", "pids", "cpu"}
 // not written, so nothing above what moat creates changes when the
 // delegation already enabled them.
 func newV2Tree(h *Host, parent string, p *Posture) (*v2Tree, string) {
-	t := &v2Tree{timeout: killTimeout}
 	base := h.SelfUnified
 	if filepath.IsAbs(parent) {
 		base = h.Unified
@@ -40,6 +39,13 @@ func newV2Tree(h *Host, parent string, p *Posture) (*v2Tree, string) {
 	if h.Unified == "" || base == "" {
 		return nil, "this process's cgroup2 group is not visible (no cgroup2 mount, or outside it)"
 	}
+	return newV2TreeAt(h, base, parent, p)
+}
+
+// newV2TreeAt is newV2Tree below the group base (a directory of the
+// cgroup2 mount) instead of this process's own group.
+func newV2TreeAt(h *Host, base, parent string, p *Posture) (*v2Tree, string) {
+	t := &v2Tree{timeout: killTimeout}
 	t.dir = filepath.Join(base, parent)
 	made, err := mkdirOwn(t.dir)
 	t.made = made

@@ -90,6 +90,11 @@ type NativeIsolation struct {
 	// Cgroup is the cgroup layout the limits use: "v2", "v1", "hybrid" or
 	// "none" (rlimits and a wall-clock kill only).
 	Cgroup string `json:"cgroup"`
+	// CgroupSource says which path gave the cgroup: "systemd-scope" (a
+	// delegated transient scope from the user's systemd manager),
+	// "delegated" (moat's own cgroup was delegated already),
+	// "cgroup-parent" (a group the caller named), "root", or "none".
+	CgroupSource string `json:"cgroupSource,omitempty"`
 	// Limits maps each limit ("memory", "pids", "cpu", "nofile", ...) to
 	// LimitEnforced or LimitDegraded.
 	Limits map[string]string `json:"limits"`

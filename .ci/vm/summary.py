@@ -37,7 +37,8 @@ REQUIRED = {
         ],
     },
     "user": {
-        "cgroups": ["TestV2DelegatedSubtreeAsCaller"],
+        "cgroups": ["TestV2DelegatedSubtreeAsCaller", "TestSystemdScopeWithoutWrapper", "TestDelegatedCgroupUsedAsIs"],
+        "cmd_moat": ["TestRunRootlessLimitsFromSystemdScope"],
     },
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/moat-sandbox/moat/conformance/testenv"
 	"github.com/moat-sandbox/moat/executor/native"
 	"github.com/moat-sandbox/moat/nsexec"
+	"github.com/moat-sandbox/moat/policies"
 )
 
 // The end-to-end tests run moat as a user would: as a separate program.
@@ -243,11 +244,15 @@ func TestDoctorJSONMatchesTheHost(t *testing.T) {
 	if !rep.UserNS.Works || rep.User.UID != os.Geteuid() || !rep.Seccomp.Usable {
 		t.Errorf("doctor: userns works %v, uid %d (want %d), seccomp usable %v", rep.UserNS.Works, rep.User.UID, os.Geteuid(), rep.Seccomp.Usable)
 	}
-	pv, err := native.New()
+	pv, err := native.New(native.WithSystemdBus(userBus())) // what the CLI passes
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pv.Close()
+	// Where the limits come from, and for none why.
+	if src := pv.Cgroups().Source; src == "" || rep.Cgroups.Source != string(src) || rep.Cgroups.SourceDetail == "" {
+		t.Errorf("doctor says the cgroup came from %q (%s), the provider says %q", rep.Cgroups.Source, rep.Cgroups.SourceDetail, src)
+	}
 	wantDefault := "full"
 	if pv.Cgroups().Degraded() {
 		wantDefault = "degraded"
@@ -315,5 +320,48 @@ func TestRunReportsAnOOMKill(t *testing.T) {
 	r := moat(t, "", "run", "--memory", "32M", "--", "python3", "-c", "b = bytearray(256 << 20)")
 	if r.code != 128+int(syscall.SIGKILL) || !strings.Contains(r.stderr, "tool 'python3' was killed by the kernel at its memory limit of 33554432 bytes") {
 		t.Fatalf("got %+v, want 137 and the OOM message", r)
+	}
+}
+
+// TestRunRefusesAnExplicitLimitItCannotEnforce: a limit typed on the command
+// line is a requirement. Where no cgroup can hold it (nobody on a host
+// without delegation), moat run stops with 125 and one line naming the
+// limit, why and the fix, and runs nothing; --allow-degraded accepts running
+// without it. The policy's own defaults still only warn.
+func TestRunRefusesAnExplicitLimitItCannotEnforce(t *testing.T) {
+	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
+		return
+	}
+	pv, err := native.New(native.WithPolicy(&policies.Policy{Unfiltered: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	posture := pv.Cgroups()
+	pv.Close()
+	if posture.Memory.Enforced {
+		t.Skip("not this layout: this user can enforce a memory limit here (a delegated cgroup); the refusal needs a host without one")
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	os.Chmod(filepath.Dir(marker), 0o777)
+	r := moat(t, "", "run", "--bind", filepath.Dir(marker)+":/m:rw", "--memory", "64M", "--", "/bin/sh", "-c", "touch /m/ran")
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if r.code != 125 || len(lines) != 1 || !strings.Contains(lines[0], "memory limit (memory 64M) cannot be enforced") ||
+		!strings.Contains(lines[0], "fix: ") || !strings.Contains(lines[0], "--allow-degraded") {
+		t.Fatalf("moat run --memory 64M as uid %d: %+v; want exit 125 and one line naming the memory limit, why and the fix", os.Geteuid(), r)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command ran although its memory limit was refused")
+	}
+	r = moat(t, "", "run", "--pids", "10", "--cpus", "0.5", "--", "/bin/true")
+	if r.code != 125 || !strings.Contains(r.stderr, "the pids limit (pids 10)") || !strings.Contains(r.stderr, "the cpu limit (cpus 0.5)") {
+		t.Fatalf("moat run --pids 10 --cpus 0.5: %+v; want 125 naming both limits", r)
+	}
+	r = moat(t, "", "run", "--allow-degraded", "--memory", "64M", "--", "/bin/sh", "-c", "echo ok")
+	if r.code != 0 || r.stdout != "ok\n" {
+		t.Fatalf("moat run --allow-degraded --memory 64M: %+v; want it to run", r)
+	}
+	r = moat(t, "", "run", "--", "/bin/sh", "-c", "echo ok")
+	if r.code != 0 || r.stdout != "ok\n" {
+		t.Fatalf("moat run with the default policy's limits: %+v; want it to run degraded", r)
 	}
 }

@@ -64,6 +64,10 @@ type cgroupReport struct {
 	Parents []string          `json:"parents,omitempty"`
 	Limits  map[string]string `json:"limits"` // limit -> "enforced" or the reason it is not
 	Fix     string            `json:"fix,omitempty"`
+	// Source says which path gave the cgroup (systemd-scope, delegated,
+	// cgroup-parent, root, none) and SourceDetail which one, or why none.
+	Source       string `json:"source"`
+	SourceDetail string `json:"sourceDetail,omitempty"`
 }
 
 type policyReport struct {
@@ -136,7 +140,7 @@ func diagnose() *doctorReport {
 	}
 	r.Cgroups = cgroupsReport()
 	if r.Cgroups.Fix != "" {
-		r.Problems = append(r.Problems, problem{"cgroup limits are degraded on this host (" + degradedLimits(r.Cgroups) + ")", r.Cgroups.Fix})
+		r.Problems = append(r.Problems, problem{"cgroup limits are degraded on this host (" + degradedLimits(r.Cgroups) + "): " + r.Cgroups.SourceDetail, r.Cgroups.Fix})
 	}
 	r.UserNS.Works, r.UserNS.Error = trySandbox()
 	if !r.UserNS.Works {
@@ -184,18 +188,20 @@ func cgroupsReport() cgroupReport {
 	// What the native provider itself will use: it may pick another parent
 	// than the cgroups default (the v2 root as root, see native).
 	// The provider only reports its cgroups here; it never runs a tool.
-	pv, err := native.New(native.WithPolicy(&policies.Policy{Unfiltered: true}))
+	pv, err := native.New(native.WithPolicy(&policies.Policy{Unfiltered: true}), native.WithSystemdBus(userBus()))
 	if err != nil {
 		c.Layout = "unknown"
 		for _, l := range []string{"memory", "pids", "cpu"} {
 			c.Limits[l] = err.Error()
 		}
 		c.Fix = "check that a cgroup file system is mounted at /sys/fs/cgroup"
+		c.Source, c.SourceDetail = string(cgroups.SourceNone), err.Error()
 		return c
 	}
 	defer pv.Close()
 	p := pv.Cgroups()
 	c.Layout, c.Parents, c.Fix = p.Layout.String(), p.Parents, p.Fix
+	c.Source, c.SourceDetail = string(p.Source), p.SourceDetail
 	for _, l := range []cgroups.Limit{cgroups.Memory, cgroups.Pids, cgroups.CPU} {
 		lp := p.Of(l)
 		if lp.Enforced {
@@ -224,7 +230,7 @@ func judgePolicy(name string, r *doctorReport) policyReport {
 	if pol.Seccomp != nil && !r.Seccomp.Usable {
 		return policyReport{Name: name, Status: "refused", Missing: []string{"seccomp"}}
 	}
-	p, err := native.New(native.WithPolicy(pol))
+	p, err := native.New(native.WithPolicy(pol), native.WithSystemdBus(userBus()))
 	if err != nil {
 		return policyReport{Name: name, Status: "refused", Missing: []string{err.Error()}}
 	}
@@ -294,6 +300,7 @@ func printReport(w io.Writer, r *doctorReport) {
 		cg = "layout " + r.Cgroups.Layout + "; not enforced: " + d + " (see problems)"
 	}
 	layer("cgroups", r.Cgroups.Fix == "", "degraded", cg)
+	fmt.Fprintln(w, fit(fmt.Sprintf("%-9s %-9s %s", "", "from", r.Cgroups.Source+ifText(r.Cgroups.SourceDetail != "", ": "+r.Cgroups.SourceDetail))))
 	byStatus := map[string][]string{}
 	for _, p := range r.Policies {
 		byStatus[p.Status] = append(byStatus[p.Status], p.Name)

@@ -15,7 +15,7 @@ const initBinary = "moat-init"
 
 // sandboxOptions are the native options every subcommand shares.
 func sandboxOptions() []native.Option {
-	var opts []native.Option
+	opts := []native.Option{native.WithSystemdBus(userBus())}
 	if dir := seccompStoreDir(); dir != "" {
 		opts = append(opts, native.WithSeccompStore(dir))
 	}

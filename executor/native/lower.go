@@ -182,14 +182,16 @@ func resources(pol *policies.Policy) (*specs.LinuxResources, error) {
 func setupCgroups(l *launcher, o *options, pol *policies.Policy) error {
 	switch {
 	case o.noCgroups:
-		l.cgPosture = cgroups.Posture{Memory: off("disabled by WithoutCgroups"), Pids: off("disabled by WithoutCgroups"), CPU: off("disabled by WithoutCgroups")}
+		l.cgPosture = cgroups.Posture{Memory: off("disabled by WithoutCgroups"), Pids: off("disabled by WithoutCgroups"), CPU: off("disabled by WithoutCgroups"),
+			Source: cgroups.SourceNone, SourceDetail: "disabled by WithoutCgroups"}
 	case o.cgroups != nil:
 		l.cgroups = o.cgroups
 		l.cgPosture = o.cgroups.Posture()
 	default:
-		m, err := defaultCgroups(o.logger)
+		m, err := defaultCgroups(o.logger, o.systemdBus)
 		if err != nil {
-			l.cgPosture = cgroups.Posture{Memory: off(err.Error()), Pids: off(err.Error()), CPU: off(err.Error())}
+			l.cgPosture = cgroups.Posture{Memory: off(err.Error()), Pids: off(err.Error()), CPU: off(err.Error()),
+				Source: cgroups.SourceNone, SourceDetail: err.Error()}
 		} else {
 			l.cgroups, l.ownCgroups = m, true
 			l.cgPosture = m.Posture()
@@ -197,10 +199,6 @@ func setupCgroups(l *launcher, o *options, pol *policies.Policy) error {
 				o.logger.Warn("remove stale cgroups", "err", err)
 			}
 		}
-	}
-	if l.resources != nil && (l.cgroups == nil || l.cgPosture.Degraded()) {
-		o.logger.Warn("cgroup limits are not (fully) enforced on this host; running with rlimits and the wall-clock kill",
-			"memory", l.cgPosture.Memory.Reason, "pids", l.cgPosture.Pids.Reason, "cpu", l.cgPosture.CPU.Reason, "fix", l.cgPosture.Fix)
 	}
 	var required []cgroups.Limit
 	for _, name := range pol.Limits.Required {
@@ -217,6 +215,11 @@ func setupCgroups(l *launcher, o *options, pol *policies.Policy) error {
 		return &executor.Error{Code: executor.CodeConfig, Err: err,
 			Message: fmt.Sprintf("native: policy %q requires limits this host cannot enforce: %v", pol.Name, err)}
 	}
+	// Only limits nobody required reach here: they degrade, with a warning.
+	if l.resources != nil && (l.cgroups == nil || l.cgPosture.Degraded()) {
+		o.logger.Warn("cgroup limits are not (fully) enforced on this host; running with rlimits and the wall-clock kill",
+			"memory", l.cgPosture.Memory.Reason, "pids", l.cgPosture.Pids.Reason, "cpu", l.cgPosture.CPU.Reason, "fix", l.cgPosture.Fix)
+	}
 	return nil
 }
 
@@ -226,8 +229,15 @@ func setupCgroups(l *launcher, o *options, pol *policies.Policy) error {
 // group that holds processes (the "no internal processes" rule: controllers
 // cannot be enabled below it), and the hierarchy root, which is exempt, is
 // the way out (cgroups.WithParent doc; Documentation/admin-guide/cgroup-v2.rst).
-func defaultCgroups(log *slog.Logger) (*cgroups.Manager, error) {
-	m, err := cgroups.New(cgroups.WithLogger(log))
+//
+// Rootless, a bus lets the manager ask the user's systemd for a delegated
+// scope. As root moat does not go through the system bus (runc's systemd
+// driver does): root can create its parent below the hierarchy root itself,
+// with no dependency on a D-Bus daemon being up, in containers and early
+// boot alike, at the cost of systemd not knowing the group (it leaves
+// groups it did not create alone).
+func defaultCgroups(log *slog.Logger, bus string) (*cgroups.Manager, error) {
+	m, err := cgroups.New(cgroups.WithLogger(log), cgroups.WithSystemdBus(bus))
 	if err != nil || !m.Posture().Degraded() || m.Posture().Layout != cgroups.Unified || os.Geteuid() != 0 {
 		return m, err
 	}

@@ -49,6 +49,7 @@ type options struct {
 	poolSize   int
 	poolIdle   time.Duration
 	store      *seccomp.Store
+	systemdBus string
 }
 
 // WithSeccompStore keeps the policy's compiled seccomp program in dir
@@ -154,6 +155,17 @@ func WithNsexecOptions(opts ...nsexec.Option) Option {
 // WithCgroups uses m for the per-dispatch limits instead of a manager the
 // provider detects itself.
 func WithCgroups(m *cgroups.Manager) Option { return func(o *options) { o.cgroups = m } }
+
+// WithSystemdBus is the D-Bus address of the calling user's systemd
+// manager ("unix:path=/run/user/1000/bus"): unprivileged on cgroup v2, when
+// this process's cgroup is not delegated, the provider asks it for a
+// transient scope with Delegate=yes, moves the whole process into it and
+// creates every dispatch's leaf (its pool's too) below it
+// (cgroups.WithSystemdBus). The library reads no environment: the caller
+// passes what $DBUS_SESSION_BUS_ADDRESS or $XDG_RUNTIME_DIR/bus says. Used
+// only when the provider finds its cgroup manager itself (not with
+// WithCgroups or WithoutCgroups).
+func WithSystemdBus(address string) Option { return func(o *options) { o.systemdBus = address } }
 
 // WithoutCgroups runs without cgroup limits (rlimits and the wall-clock
 // kill only); a policy that requires a cgroup limit then refuses.

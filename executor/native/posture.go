@@ -18,10 +18,11 @@ var namespaces = []string{"user", "mount", "pid", "network", "ipc", "uts"}
 // the sandbox: nothing here changes between dispatches.
 func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *executor.HostIDRange) *executor.NativeIsolation {
 	n := &executor.NativeIsolation{
-		Namespaces: append([]string(nil), namespaces...),
-		Cgroup:     "none",
-		Limits:     map[string]string{"timeout": executor.LimitEnforced, "outputCap": executor.LimitEnforced},
-		Rootfs:     "tmpfs+ro-binds of the host system directories",
+		Namespaces:   append([]string(nil), namespaces...),
+		Cgroup:       "none",
+		CgroupSource: string(cgroups.SourceNone),
+		Limits:       map[string]string{"timeout": executor.LimitEnforced, "outputCap": executor.LimitEnforced},
+		Rootfs:       "tmpfs+ro-binds of the host system directories",
 	}
 	if l.tmpl.Rootfs != "" {
 		n.Rootfs = l.tmpl.Rootfs + " (read-only)"
@@ -36,6 +37,9 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *exe
 			n.Cgroup = "v2"
 		}
 		n.Namespaces = append(n.Namespaces, "cgroup")
+		if l.cgPosture.Source != "" {
+			n.CgroupSource = string(l.cgPosture.Source)
+		}
 	}
 	for _, lim := range []struct {
 		name  string
