@@ -29,9 +29,6 @@ func (c *child) exec() error {
 	if err := dropPrivileges(); err != nil {
 		return err
 	}
-	if err := c.finishDrop(); err != nil {
-		return err
-	}
 	// Every inherited or internal descriptor above stdio, the sync socket
 	// included, closes at exec (close_range(2) CLOSE_RANGE_CLOEXEC; the
 	// CVE-2024-21626 lesson). The sync socket stays usable for a report if

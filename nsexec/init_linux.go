@@ -18,21 +18,12 @@ const InitArgv0 = "moat-sandbox-init"
 // second signal (with InitArgv0) that this process is a sandbox child.
 const initFDEnv = "_MOAT_INIT_FD"
 
-// initGodebug and initMaxprocs are the only other variables of the child's
-// environment. Go 1.25's cgroup-aware GOMAXPROCS keeps the launcher's
-// cgroup cpu.cfs_* files open for the life of the process
-// (runtime/cgroup_linux.go); the init stays for the whole run and must hold
-// no descriptor of a host file, so it reads them once at start and closes
-// them. The runtime's
-// asynchronous preemption signals its own threads with SIGURG, which the
-// init would forward to the tool as a signal it never got outside.
-const initGodebug = "GODEBUG=containermaxprocs=0,updatemaxprocs=0,asyncpreemptoff=1"
-
-// initMaxprocs gives the init's runtime one P: the setup runs on one locked
-// thread anyway, and every other thread the runtime starts for idle Ps is
-// one more for the init to drop (startDrop) and for its exit to kill (4
-// threads instead of 6 on a 2-CPU host).
-const initMaxprocs = "GOMAXPROCS=1"
+// initGodebug is the only other variable of the child's environment. Go
+// 1.25's cgroup-aware GOMAXPROCS keeps the launcher's cgroup cpu.cfs_*
+// files open for the life of the process (runtime/cgroup_linux.go); the
+// init stays for the whole run and must hold no descriptor of a host file,
+// so it reads them once at start and closes them.
+const initGodebug = "GODEBUG=containermaxprocs=0,updatemaxprocs=0"
 
 // exitSetup is the child's exit status when the setup failed (as runc and
 // crun use 125 for "the runtime failed").
@@ -80,9 +71,10 @@ type child struct {
 	// trace: send the stage marks before the exec (WithTrace).
 	trace bool
 	marks [numMarks]int64
-	// sig is the subscription to the signals the init forwards to the tool
+	// fwd receives the signals to forward once subscribed is closed
 	// (subscribe).
-	sig signals
+	fwd        chan os.Signal
+	subscribed chan struct{}
 }
 
 // mark records the end of a stage when tracing.
@@ -136,13 +128,7 @@ func (c *child) run() error {
 		return err
 	}
 	c.mark(markHygiene)
-	// The other threads were asked to drop to the tool's credentials in
-	// buildRoot; a prepared sandbox collects them before it waits, off the
-	// dispatch's path, a started one in exec.
 	if c.deferred {
-		if err := c.finishDrop(); err != nil {
-			return err
-		}
 		if err := c.await(); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package nsexec
 import (
 	"encoding/binary"
 	"os"
+	"os/signal"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -52,7 +53,7 @@ func (c *child) startTool(path string) error {
 	}
 	// The subscription began with the setup (subscribe); it must be complete
 	// before the fork so nothing the tool does or gets is lost.
-	c.subscribed()
+	<-c.subscribed
 	// syscall.ForkExec clones from the calling thread (CLONE_VFORK|CLONE_VM),
 	// the locked exec thread, so the child inherits that thread's
 	// credentials, empty capability sets, locked securebits, no_new_privs and
@@ -76,13 +77,58 @@ func (c *child) startTool(path string) error {
 		unix.Kill(pid, unix.SIGKILL)
 		os.Exit(exitSetup)
 	}
-	// MSG_NOSIGNAL: a SIGPIPE of the init's own would be forwarded to the
-	// tool.
-	if _, err := unix.SendmsgN(c.sync, []byte{msgStarted}, nil, nil, unix.MSG_NOSIGNAL); err != nil {
+	if err := writeAll(c.sync, []byte{msgStarted}); err != nil {
 		os.Exit(exitLauncherGone) // the namespace, the tool with it, ends here
 	}
-	c.supervise(pid)
+	c.supervise(pid, c.fwd)
 	return nil
+}
+
+// subscribe asks the Go runtime for every signal the init forwards.
+// os/signal enables one signal at a time, each a round trip to the
+// runtime's signal thread (runtime ensureSigM), about 2 ms for all of them
+// on a busy host; so it runs beside the setup (and before a prepared
+// sandbox waits for its request), off the critical path. A signal that
+// arrives meanwhile is queued and reaches the tool once it runs.
+func (c *child) subscribe() {
+	c.fwd = make(chan os.Signal, 64)
+	c.subscribed = make(chan struct{})
+	go func() {
+		signal.Notify(c.fwd, forwarded()...)
+		close(c.subscribed)
+	}()
+}
+
+// supervise forwards signals to the tool and reaps until the tool is gone,
+// then reports its status and exits. A goroutine waits in wait4(2), which
+// reaps the children of every thread of the init: the tool's exit wakes it
+// directly, without the round trips of a SIGCHLD through the Go runtime's
+// signal goroutine. The forwarding stays on the exec thread: only that
+// thread has the tool's credentials (the identity switch is per thread), so
+// only its kill(2) passes the permission check when the launcher is root.
+func (c *child) supervise(tool int, fwd chan os.Signal) {
+	go watchLauncher(c.sync)
+	go func() {
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, 0, nil)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				os.Exit(exitSetup) // ECHILD: the tool is gone unseen, cannot happen
+			}
+			if pid == tool {
+				c.exit(ws)
+			}
+			// An orphan re-parented to the init: reaped, nothing more.
+		}
+	}()
+	for s := range fwd {
+		// A signal the tool sent to pid 1 comes back to it; the init itself
+		// never acts on one.
+		_ = unix.Kill(tool, s.(syscall.Signal))
+	}
 }
 
 // exit sends the tool's wait status to the launcher, which reports it as the
@@ -114,18 +160,25 @@ func watchLauncher(fd int) {
 	}
 }
 
-// forwardable lists every signal a process can catch but SIGCHLD, which is
+// forwarded lists every signal a process can catch but SIGCHLD, which is
 // the init's own (it reaps in wait4): 1 to 31 without SIGKILL and SIGSTOP,
-// and the real-time signals from SIGRTMIN (34; glibc keeps 32 and 33).
-func forwardable() []syscall.Signal {
-	sigs := make([]syscall.Signal, 0, 60)
-	for s := syscall.Signal(1); s <= 31; s++ {
-		if s != unix.SIGKILL && s != unix.SIGSTOP && s != unix.SIGCHLD {
+// and the real-time signals from SIGRTMIN (34; glibc keeps 32 and 33). A
+// signal the init inherited as ignored stays ignored, so the tool inherits
+// that too, as it would outside.
+func forwarded() []os.Signal {
+	sigs := make([]os.Signal, 0, 60)
+	add := func(s syscall.Signal) {
+		if !signal.Ignored(s) {
 			sigs = append(sigs, s)
 		}
 	}
+	for s := syscall.Signal(1); s <= 31; s++ {
+		if s != unix.SIGKILL && s != unix.SIGSTOP && s != unix.SIGCHLD {
+			add(s)
+		}
+	}
 	for s := syscall.Signal(34); s <= 64; s++ {
-		sigs = append(sigs, s)
+		add(s)
 	}
 	return sigs
 }

@@ -6,10 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,48 +19,6 @@ import (
 
 func init() {
 	probes["pid1"] = probePid1
-	probes["sigall"] = probeSigAll
-}
-
-// goUncatchable are the signals a Go program cannot receive through
-// os/signal: the runtime keeps SIGPROF for its profiler and leaves signal
-// 34 to musl (runtime/sigtab_linux_generic.go).
-var goUncatchable = []syscall.Signal{unix.SIGPROF, 34}
-
-// probeSigAll is a tool that catches every signal the init forwards (but
-// goUncatchable), says "ready", says "c" when only SIGCONT is missing, and
-// prints "ok" once each one has arrived.
-func probeSigAll() error {
-	var sigs []syscall.Signal
-	for _, s := range forwardable() {
-		if !slices.Contains(goUncatchable, s) {
-			sigs = append(sigs, s)
-		}
-	}
-	got := make(chan os.Signal, len(sigs))
-	for _, s := range sigs {
-		signal.Notify(got, s)
-	}
-	fmt.Println("ready")
-	missing := make(map[os.Signal]bool)
-	for _, s := range sigs {
-		missing[s] = true
-	}
-	timeout := time.After(10 * time.Second)
-	for said := false; len(missing) > 0; {
-		if !said && len(missing) == 1 && missing[unix.SIGCONT] {
-			fmt.Println("c") // SIGCONT comes alone, after the rest
-			said = true
-		}
-		select {
-		case s := <-got:
-			delete(missing, s)
-		case <-timeout:
-			return fmt.Errorf("never got %v", missing)
-		}
-	}
-	fmt.Println("ok")
-	return nil
 }
 
 // probePid1 is a tool that tries to reach the init through everything /proc,
@@ -362,112 +318,4 @@ func requireDefaultDisposition(t *testing.T) {
 			t.Fatalf("this test process inherited %v ignored, which its sandboxes keep as a plain process would: run it with the signal at its default", s)
 		}
 	}
-}
-
-// TestEverySignalForwarded sends every catchable signal but SIGCHLD to the
-// init from the host, several times over: whichever of the init's threads
-// the kernel hands each to, the tool gets every one.
-func TestEverySignalForwarded(t *testing.T) {
-	requireDefaultDisposition(t)
-	asRootAndNobody(t, func(t *testing.T) {
-		outR, outW, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer outR.Close()
-		p, err := Start(context.Background(), probeConfig(t, "sigall"), Stdio{Stdout: outW})
-		outW.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := make([]byte, 6)
-		if _, err := io.ReadFull(outR, b); err != nil || string(b) != "ready\n" {
-			p.Signal(unix.SIGKILL)
-			t.Fatalf("probe: %q %v", b, err)
-		}
-		for range 3 {
-			for _, s := range forwardable() {
-				if slices.Contains(goUncatchable, s) || s == unix.SIGCONT {
-					continue // would end the probe, checked below; or see below
-				}
-				if err := p.Signal(s); err != nil {
-					t.Fatalf("signal %v: %v", s, err)
-				}
-			}
-		}
-		// A stop signal generated while SIGCONT is pending discards it and
-		// the other way round, in the init as in any process (signal(7)):
-		// SIGCONT comes alone, once the probe has had everything else.
-		if _, err := io.ReadFull(outR, b[:2]); err != nil || string(b[:2]) != "c\n" {
-			p.Signal(unix.SIGKILL)
-			t.Fatalf("probe: %q %v", b[:2], err)
-		}
-		if err := p.Signal(unix.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		rest, _ := io.ReadAll(outR)
-		e, err := p.Wait()
-		if err != nil || e.Code != 0 || string(rest) != "ok\n" {
-			t.Fatalf("probe: %+v %v, output %q", e, err, rest)
-		}
-		// What the probe cannot catch kills a tool that keeps the default.
-		for _, sig := range goUncatchable {
-			upR, upW, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := Start(context.Background(), shell(t, "echo up; exec sleep 100"), Stdio{Stdout: upW})
-			upW.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := make([]byte, 3)
-			_, err = io.ReadFull(upR, b)
-			upR.Close()
-			if err != nil {
-				p.Signal(unix.SIGKILL)
-				t.Fatal(err)
-			}
-			if err := p.Signal(sig); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-p.Done():
-			case <-time.After(10 * time.Second):
-				p.Signal(unix.SIGKILL)
-				t.Fatalf("%v did not reach a tool without a handler", sig)
-			}
-			if e, err := p.Wait(); err != nil || e.Signal != sig {
-				t.Errorf("%v sent to the sandbox: %+v %v, want the tool killed by it", sig, e, err)
-			}
-		}
-	})
-}
-
-// TestSignalBeforeToolHeld sends SIGTERM to a prepared sandbox's init
-// before its request: the tool gets it as soon as it runs.
-func TestSignalBeforeToolHeld(t *testing.T) {
-	requireDefaultDisposition(t)
-	asRootAndNobody(t, func(t *testing.T) {
-		s, err := Prepare(context.Background(), &Config{Workdir: workdir(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := unix.Kill(s.Pid(), unix.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		p, err := s.Exec(context.Background(), []string{"/bin/sleep", "100"}, nil, Stdio{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-p.Done():
-		case <-time.After(10 * time.Second):
-			p.Signal(unix.SIGKILL)
-			t.Fatal("the SIGTERM sent before the tool ran never reached it")
-		}
-		if e, err := p.Wait(); err != nil || e.Signal != unix.SIGTERM {
-			t.Fatalf("got %+v %v, want the tool killed by SIGTERM", e, err)
-		}
-	})
 }

@@ -118,13 +118,6 @@ func (c *child) buildRoot() error {
 	if err := mountProc(root); err != nil {
 		return err
 	}
-	// The init's other threads drop to the tool's credentials too, beside
-	// the rest of the setup (finishDrop collects them after the exec
-	// thread's own drop). Their ids are the sandbox's, listed in its /proc,
-	// where the init is pid 1.
-	if err := c.startDrop(root, "proc/1/task"); err != nil {
-		return err
-	}
 	if err := mountDev(root, cfg.TmpSize); err != nil {
 		return err
 	}

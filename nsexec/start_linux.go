@@ -85,7 +85,7 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 		initPath = "/proc/self/exe"
 	}
 	attr := &os.ProcAttr{
-		Env:   []string{initFDEnv + "=3", initGodebug, initMaxprocs},
+		Env:   []string{initFDEnv + "=3", initGodebug},
 		Files: append(append(files, childEnd), o.tasks...), // sync at 3, tasks from 4
 		Sys:   sysProcAttr(c, id, root, o),
 	}
