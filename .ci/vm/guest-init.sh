@@ -80,7 +80,7 @@ progress() {
 # and SIGQUIT ignored, which a sandbox keeps for its tool as a plain process
 # would: env resets them, so the signal tests see what a terminal gives.
 run_all() { # run_all IDENTITY
-  local who=$1 name rel skip rc t0 t1 pid prog args fixtures
+  local who=$1 name rel skip rc t0 t1 pid prog args fixtures pscope
   mkdir -p "$res/$who"
   while read -r name rel skip; do
     [ -n "$name" ] || continue
@@ -98,7 +98,13 @@ run_all() { # run_all IDENTITY
     else
       # Without MOAT_REQUIRE_ALL: as an ordinary user the tests that need
       # root skip; the host fails the run on any other capability skip.
-      (echo "$BASHPID" >"$scope/cgroup.procs" &&
+      # Each binary gets a scope of its own, made by the user, as
+      # systemd-run --user --scope would: moat alone in a delegated cgroup
+      # moves itself into a leaf below it, after which that cgroup takes
+      # no process (cgroup v2's no-internal-process rule).
+      pscope=$usvc/app.slice/moat-tests-$name.scope
+      asuser mkdir "$pscope"
+      (echo "$BASHPID" >"$pscope/cgroup.procs" &&
         exec setsid setpriv --reuid=1000 --regid=1000 --init-groups \
           env -i --default-signal=INT,QUIT PATH="$PATH" HOME=/home/moat USER=moat LOGNAME=moat TMPDIR=/tmp "${fixtures[@]}" \
           "/moat/bin/$name.test" "${args[@]}") </dev/null >"$res/$who/$name.log" 2>&1 &
@@ -111,6 +117,8 @@ run_all() { # run_all IDENTITY
     rc=$?
     t1=$(date +%s.%N)
     wait "$prog"
+    # The binary's scope, and whatever it left below it, goes (deepest first).
+    [ "$who" = root ] || find "$pscope" -depth -type d -exec rmdir {} + 2>/dev/null
     echo "$rc" >"$res/$who/$name.rc"
     awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f\n", b - a}' >"$res/$who/$name.secs"
     grep -E '^\s*--- (FAIL|SKIP)' "$res/$who/$name.log" | sed "s/^/moat-vm: $who $name: /" | head -40

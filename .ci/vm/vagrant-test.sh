@@ -138,7 +138,7 @@ case $who in user | both) echo "vagrant-test: tests as $user (uid $uid)"; run_al
 chmod -R a+rX "$out/results"
 
 set +e
-MOAT_VM_WHO=$who python3 "$repo/.ci/vm/summary.py" "$out/results" "$tests/pkgs.txt" - \
+MOAT_VM_WHO=$who MOAT_VM_SYSTEMD=1 python3 "$repo/.ci/vm/summary.py" "$out/results" "$tests/pkgs.txt" - \
   "$(. /etc/os-release && echo "$PRETTY_NAME"), tests $(($(date +%s) - t0)) s"
 rc=$?
 [ "$apparmor_fail" -eq 0 ] || rc=1
