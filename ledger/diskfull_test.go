@@ -102,12 +102,7 @@ func TestDiskFullNeverGluesRows(t *testing.T) {
 		dir := t.TempDir()
 		cmd := helperCmd(t, "diskfull", helperPath+"="+dir)
 		cmd.Stderr = nil
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
-		if os.Geteuid() != 0 {
-			cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
-			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
-			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
-		}
+		cmd.SysProcAttr = testenv.PrivateMounts()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("disk-full helper: %v\n%s", err, out)

@@ -71,7 +71,13 @@ func moat(t *testing.T, stdin string, args ...string) result {
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	return exitResult(t, cmd.Run(), args, &out, &errb)
+}
+
+// exitResult is what a finished moat run gave: its exit status (a failure
+// to run it at all fails t) and its output.
+func exitResult(t *testing.T, err error, args []string, out, errb *bytes.Buffer) result {
+	t.Helper()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()

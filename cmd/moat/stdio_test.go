@@ -29,14 +29,7 @@ func moatFiles(t *testing.T, stdin, stdout, stderr *os.File, args ...string) res
 	if stderr != nil {
 		cmd.Stderr = stderr
 	}
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run moat %v: %v", args, err)
-	}
-	return result{code, out.String(), errb.String()}
+	return exitResult(t, cmd.Run(), args, &out, &errb)
 }
 
 func openFD(t *testing.T, path string, flags int) *os.File {

@@ -68,14 +68,7 @@ func TestRunRootlessLimitsFromSystemdScope(t *testing.T) {
 		mu.Lock()
 		pids = append(pids, cmd.Process.Pid)
 		mu.Unlock()
-		err := cmd.Wait()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("run moat %v: %v", args, err)
-		}
-		return result{code, out.String(), errb.String()}
+		return exitResult(t, cmd.Wait(), args, &out, &errb)
 	}
 
 	t.Run("doctor", func(t *testing.T) {

@@ -10,6 +10,7 @@ package testenv
 
 import (
 	"os"
+	"syscall"
 	"testing"
 )
 
@@ -35,4 +36,18 @@ func RequireRoot(t testing.TB) {
 	if os.Geteuid() != 0 {
 		Skipf(t, "needs root (euid is %d)", os.Geteuid())
 	}
+}
+
+// PrivateMounts returns the attributes that start a child in a mount
+// namespace of its own, where it may mount (a tiny tmpfs, say) without
+// touching the host's: as root a plain CLONE_NEWNS, else inside a user
+// namespace mapping the caller's own ids to root.
+func PrivateMounts() *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+	if os.Geteuid() != 0 {
+		a.Cloneflags |= syscall.CLONE_NEWUSER
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+	return a
 }

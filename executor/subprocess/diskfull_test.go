@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
@@ -38,12 +37,7 @@ func TestDispatchOnAFullDiskIsALedgerError(t *testing.T) {
 	body := func(t *testing.T) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestDispatchOnAFullDiskIsALedgerError$", "-test.v")
 		cmd.Env = append(os.Environ(), diskFullVar+"="+t.TempDir())
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
-		if os.Geteuid() != 0 {
-			cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
-			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
-			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
-		}
+		cmd.SysProcAttr = testenv.PrivateMounts()
 		out, err := cmd.CombinedOutput()
 		t.Logf("in a private mount namespace:\n%s", out)
 		if err != nil || !strings.Contains(string(out), "--- PASS") {
