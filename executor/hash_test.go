@@ -1,7 +1,9 @@
 package executor
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"os"
 	"testing"
 )
 
@@ -115,6 +117,31 @@ func TestDeriveKeyRefusesUnknownVersions(t *testing.T) {
 		_, err := DeriveKey(tc.version, KeyInput{RunID: "run-x", Genesis: tc.genesis, Tool: "t"})
 		if CodeOf(err) != CodeConfig || !contains(err.Error(), tc.want) || !contains(err.Error(), "run 'run-x'") {
 			t.Errorf("version %d: err = %v, want a config error containing %q", tc.version, err, tc.want)
+		}
+	}
+}
+
+// The canonical text of the reference-computed vectors in
+// conformance/testdata/argshash.json (which checks their digests).
+func TestCanonicalMatchesTheReferenceText(t *testing.T) {
+	b, err := os.ReadFile("../conformance/testdata/argshash.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Vectors []struct{ Name, Input, InputBase64, Canonical string }
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range doc.Vectors {
+		in := []byte(v.Input)
+		if v.InputBase64 != "" {
+			in, _ = base64.StdEncoding.DecodeString(v.InputBase64)
+		}
+		got, err := canonical(in)
+		if err != nil || string(got) != v.Canonical {
+			t.Errorf("%s: canonical(%q) = %q, %v; want %q", v.Name, in, got, err, v.Canonical)
 		}
 	}
 }

@@ -38,8 +38,10 @@ func DeriveKey(version int, in KeyInput) (string, error) {
 	if len(args) == 0 {
 		args = json.RawMessage("null")
 	}
-	if !json.Valid(args) {
-		return "", newError(CodeConfig, nil, "derive idempotency key: args of tool '%s' are not valid JSON", in.Tool)
+	// The args as the reference's JSON.parse reads them (HashArgs).
+	args, err := canonical(args)
+	if err != nil {
+		return "", newError(CodeConfig, err, "derive idempotency key: args of tool '%s' are not valid JSON: %v", in.Tool, err)
 	}
 	var doc any
 	switch version {
