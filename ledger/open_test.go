@@ -360,6 +360,9 @@ func TestOpenNamesTheFixForAReferenceLedgerWithMode0664(t *testing.T) {
 		if readFile(t, path) != string(ref) {
 			t.Fatal("a refused file must be untouched")
 		}
+		if _, err := Scan(path); err != nil { // reading it needs no fix
+			t.Fatalf("Scan of the 0664 ledger: %v", err)
+		}
 		// Run the fix the error names, through a shell.
 		if out, err := exec.Command("/bin/sh", "-c", fix).CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v: %s", fix, err, out)
