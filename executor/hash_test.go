@@ -69,6 +69,12 @@ func TestDeriveKeyGolden(t *testing.T) {
 		{"v1 args", 1, KeyInput{RunID: "run-1", AgentSeq: 7, Ordinal: 2, Tool: "echo_tool", Args: args}, "e39f8ff3d1c1a49a61cf676148983cd1816af4ff7d6f969b5722c2e746cdb8dc"},
 		{"v2 legacy", 2, KeyInput{RunID: "exec-key-legacy", Genesis: "GGGGGGGGGGGGGGGGGGGGGGGGGG", AgentSeq: 1, Ordinal: 1, Tool: "charge", Args: json.RawMessage(`{}`)}, "78da4d97b7b0d081692d381188e626b51ff05133f7bcf041c24b20e56f8ac977"},
 		{"v2 args", 2, KeyInput{RunID: "run-1", Genesis: "01J0000000000000000000000A", AgentSeq: 7, Ordinal: 2, Tool: "echo_tool", Args: args}, "6da74dd1ee6a1d238910e4c72acaf8a6a7ca52311eb07a126701b1ed1612078d"},
+		// Computed by running the reference's deriveExecIdempotencyKey(V2)
+		// (core runtime/executor.ts, 1.248.0) on JSON.parse of the args.
+		{"v1 duplicate member", 1, KeyInput{RunID: "run-1", AgentSeq: 7, Ordinal: 2, Tool: "echo_tool", Args: json.RawMessage(`{"a":1,"a":2}`)}, "bc84479acb7962f907d9b6993a2d33d486ca2bf5d702db01ad93ffe330cbfdb7"},
+		{"v2 duplicate member", 2, KeyInput{RunID: "run-1", Genesis: "01J0000000000000000000000A", AgentSeq: 7, Ordinal: 2, Tool: "echo_tool", Args: json.RawMessage(`{"a":1,"a":2}`)}, "48a47ddc3b2e9e8f054c1498560b64ab860eb9975a852bc0ca073318c7b900ed"},
+		{"v1 lone surrogate", 1, KeyInput{RunID: "run-1", AgentSeq: 7, Ordinal: 2, Tool: "echo_tool", Args: json.RawMessage(`"\ud800"`)}, "a7c4b6fceb90e934c5c205bde0bd2fbd0d6945c45ea49cdee374448e3e34b5de"},
+		{"v2 lone surrogate", 2, KeyInput{RunID: "run-1", Genesis: "01J0000000000000000000000A", AgentSeq: 7, Ordinal: 2, Tool: "echo_tool", Args: json.RawMessage(`"\ud800"`)}, "68e6c08635de13fb880a61c3554d6edb049986490b12cf3a390fb5444a521102"},
 	} {
 		got, err := DeriveKey(tc.version, tc.in)
 		if err != nil || got != tc.want {
@@ -101,6 +107,18 @@ func TestDeriveKeyProperties(t *testing.T) {
 	v1, _ := DeriveKey(1, base)
 	if v1 == k(base) {
 		t.Fatal("v1 and v2 keys are not domain-separated")
+	}
+}
+
+// The reference's core JCS throws "JCS: non-finite numbers are not JSON" on
+// args JSON.parse reads as Infinity (hashArgs writes them as null).
+func TestDeriveKeyRefusesWhatTheReferenceJCSRefuses(t *testing.T) {
+	_, err := DeriveKey(2, KeyInput{RunID: "r", Genesis: "G", Tool: "t", Args: json.RawMessage(`{"n":[1e400]}`)})
+	if CodeOf(err) != CodeConfig || !contains(err.Error(), "beyond the double range") {
+		t.Fatalf("err = %v, want a config error", err)
+	}
+	if _, err := HashArgs(json.RawMessage(`{"n":[1e400]}`)); err != nil {
+		t.Fatalf("HashArgs refused what hashArgs hashes: %v", err)
 	}
 }
 
