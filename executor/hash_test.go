@@ -163,3 +163,32 @@ func TestCanonicalMatchesTheReferenceText(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHashArgs: the canonicalization every dispatch pays, for the
+// conformance kit's e1 args and for a 1 MiB document.
+func BenchmarkHashArgs(b *testing.B) {
+	big := []byte(`{"rows":[`)
+	for i := 0; len(big) < 1<<20; i++ {
+		if i > 0 {
+			big = append(big, ',')
+		}
+		big = append(big, `{"id":12345,"name":"café ☕ row","score":0.125,"tags":["a","b"],"ok":true}`...)
+	}
+	big = append(big, "]}"...)
+	for _, c := range []struct {
+		name string
+		doc  []byte
+	}{
+		{"e1", []byte(`{"behavior":"echo","payload":{"hello":"world","n":7}}`)},
+		{"1MiB", big},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.doc)))
+			for b.Loop() {
+				if _, err := HashArgs(c.doc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
