@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/moat-sandbox/moat/conformance"
 	"github.com/moat-sandbox/moat/executor"
 )
 
@@ -73,6 +74,25 @@ func TestArgsHashRefusesWhatJSONParseRefuses(t *testing.T) {
 	for _, v := range loadArgsHashVectors(t).Refused {
 		if got, err := executor.HashArgs([]byte(v.Input)); err == nil {
 			t.Errorf("%s: HashArgs(%q) = %s; JSON.parse refuses it", v.Name, v.Input, got)
+		}
+	}
+}
+
+// TestReferenceData: the embedded reference postures and verdicts are
+// there and well formed.
+func TestReferenceData(t *testing.T) {
+	ps, fs := conformance.ReferencePostures(), conformance.ReferenceFloor()
+	if len(ps) == 0 || len(fs) == 0 {
+		t.Fatal("no reference postures or verdicts")
+	}
+	for _, p := range ps {
+		if !json.Valid([]byte(p.Descriptor)) || len(p.Fingerprint) != 64 {
+			t.Errorf("%s: descriptor %q, fingerprint %q", p.Name, p.Descriptor, p.Fingerprint)
+		}
+	}
+	for _, f := range fs {
+		if f.Verdict != "accepted" && (f.Verdict != "refused" || f.Field == "" || f.Requirement == "") {
+			t.Errorf("%s: verdict %+v", f.Name, f)
 		}
 	}
 }

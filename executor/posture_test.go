@@ -1,14 +1,13 @@
 package executor_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/moat-sandbox/moat/conformance"
 	"github.com/moat-sandbox/moat/executor"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -229,60 +228,21 @@ func TestContainerAdditionsStayOutOfTheDescriptor(t *testing.T) {
 	}
 }
 
-// referencePostures is testdata/reference-posture.json, computed by running
-// the reference (its source field says how).
-type referencePostures struct {
-	Postures []struct {
-		Name        string          `json:"name"`
-		Descriptor  json.RawMessage `json:"descriptor"`
-		Fingerprint string          `json:"fingerprint"`
-	} `json:"postures"`
-	Floor []struct {
-		Name       string          `json:"name"`
-		Descriptor json.RawMessage `json:"descriptor"`
-		Reference  struct {
-			Verdict     string `json:"verdict"`
-			Field       string `json:"field"`
-			Requirement string `json:"requirement"`
-		} `json:"reference"`
-	} `json:"floor"`
-}
-
-func loadReferencePostures(t *testing.T) referencePostures {
-	t.Helper()
-	b, err := os.ReadFile("testdata/reference-posture.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r referencePostures
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
-	if len(r.Postures) == 0 || len(r.Floor) == 0 {
-		t.Fatal("no reference postures")
-	}
-	return r
-}
-
 // TestFingerprintOfReferenceDescriptors: a reference descriptor read into a
 // Posture marshals back to the same JSON and fingerprints to the hash the
 // reference's own JCS gives it (a fractional timeoutMs included).
 func TestFingerprintOfReferenceDescriptors(t *testing.T) {
-	for _, r := range loadReferencePostures(t).Postures {
+	for _, r := range conformance.ReferencePostures() {
 		var p executor.Posture
-		if err := json.Unmarshal(r.Descriptor, &p); err != nil {
+		if err := json.Unmarshal([]byte(r.Descriptor), &p); err != nil {
 			t.Fatalf("%s: %v", r.Name, err)
 		}
 		got, err := json.Marshal(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var want bytes.Buffer
-		if err := json.Compact(&want, r.Descriptor); err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != want.String() {
-			t.Errorf("%s: posture JSON\n got %s\nwant %s", r.Name, got, want.String())
+		if string(got) != r.Descriptor {
+			t.Errorf("%s: posture JSON\n got %s\nwant %s", r.Name, got, r.Descriptor)
 		}
 		if fp := executor.Fingerprint(p); fp != r.Fingerprint {
 			t.Errorf("%s: fingerprint %s, the reference's %s", r.Name, fp, r.Fingerprint)
@@ -312,7 +272,7 @@ func quoted(s string) []string {
 // differences (the native flavour accepted; the reference's other kinds
 // refused, since a Posture cannot carry their members).
 func TestRegulatedFloorAgainstTheReference(t *testing.T) {
-	for _, r := range loadReferencePostures(t).Floor {
+	for _, r := range conformance.ReferenceFloor() {
 		var p executor.Posture
 		if err := json.Unmarshal(r.Descriptor, &p); err != nil {
 			t.Fatalf("%s: %v", r.Name, err)
@@ -326,8 +286,8 @@ func TestRegulatedFloorAgainstTheReference(t *testing.T) {
 		switch {
 		case p.Isolation != nil && p.Isolation.Flavor == executor.FlavorNative:
 			// Deliberate: moat's own flavour passes moat's floor.
-			if r.Reference.Verdict != "refused" || err != nil {
-				t.Errorf("%s: reference %s, moat %v; want refused and accepted", r.Name, r.Reference.Verdict, err)
+			if r.Verdict != "refused" || err != nil {
+				t.Errorf("%s: reference %s, moat %v; want refused and accepted", r.Name, r.Verdict, err)
 			}
 			continue
 		case p.Kind == "mcp-source" || p.Kind == "model-adapter" || p.Kind == "ai-sdk-bridge":
@@ -341,18 +301,18 @@ func TestRegulatedFloorAgainstTheReference(t *testing.T) {
 		if err != nil {
 			verdict = "refused"
 		}
-		if verdict != r.Reference.Verdict {
-			t.Errorf("%s: moat %s (%v), the reference %s", r.Name, verdict, err, r.Reference.Verdict)
+		if verdict != r.Verdict {
+			t.Errorf("%s: moat %s (%v), the reference %s", r.Name, verdict, err, r.Verdict)
 			continue
 		}
 		if err == nil {
 			continue
 		}
-		if fe.Field != r.Reference.Field {
-			t.Errorf("%s: field %s, the reference's %s", r.Name, fe.Field, r.Reference.Field)
+		if fe.Field != r.Field {
+			t.Errorf("%s: field %s, the reference's %s", r.Name, fe.Field, r.Field)
 		}
-		if got, want := quoted(fe.Requirement), quoted(r.Reference.Requirement); !slices.Equal(got, want) {
-			t.Errorf("%s: quoted values %q, the reference's %q\n moat: %s\n  ref: %s", r.Name, got, want, fe.Requirement, r.Reference.Requirement)
+		if got, want := quoted(fe.Requirement), quoted(r.Requirement); !slices.Equal(got, want) {
+			t.Errorf("%s: quoted values %q, the reference's %q\n moat: %s\n  ref: %s", r.Name, got, want, fe.Requirement, r.Requirement)
 		}
 	}
 }

@@ -1,44 +1,24 @@
 package container_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/moat-sandbox/moat/conformance"
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/executor/container"
 	"github.com/moat-sandbox/moat/ledger"
 )
 
-// referencePosture returns the descriptor (compact) and fingerprint the
-// reference's containerExecutor gives under the same settings, from
-// ../testdata/reference-posture.json (computed by running the reference).
+// referencePosture returns the descriptor and fingerprint the reference's
+// containerExecutor gives under the named settings.
 func referencePosture(t *testing.T, name string) (string, string) {
 	t.Helper()
-	b, err := os.ReadFile("../testdata/reference-posture.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Postures []struct {
-			Name        string
-			Descriptor  json.RawMessage
-			Fingerprint string
-		}
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range doc.Postures {
+	for _, p := range conformance.ReferencePostures() {
 		if p.Name == name {
-			var c bytes.Buffer
-			if err := json.Compact(&c, p.Descriptor); err != nil {
-				t.Fatal(err)
-			}
-			return c.String(), p.Fingerprint
+			return p.Descriptor, p.Fingerprint
 		}
 	}
 	t.Fatalf("no reference posture %q", name)

@@ -1,12 +1,11 @@
 package subprocess_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
+	"github.com/moat-sandbox/moat/conformance"
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/executor/subprocess"
 	"github.com/moat-sandbox/moat/ledger"
@@ -14,23 +13,9 @@ import (
 
 // TestPostureDescriptor: the descriptor and its fingerprint are the
 // reference subprocessExecutor's under the same settings
-// (../testdata/reference-posture.json, computed by running the reference):
+// (conformance.ReferencePostures, computed by running the reference):
 // its example, the defaults, and a fractional timeout, attested as it runs.
 func TestPostureDescriptor(t *testing.T) {
-	b, err := os.ReadFile("../testdata/reference-posture.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref struct {
-		Postures []struct {
-			Name        string
-			Descriptor  json.RawMessage
-			Fingerprint string
-		}
-	}
-	if err := json.Unmarshal(b, &ref); err != nil {
-		t.Fatal(err)
-	}
 	opts := map[string][]subprocess.Option{
 		"subprocess reference example": {
 			subprocess.WithLedger(&ledger.Memory{}),
@@ -42,7 +27,7 @@ func TestPostureDescriptor(t *testing.T) {
 		"subprocess fractional timeout": {subprocess.WithLedger(&ledger.Memory{}), subprocess.WithTimeout(1500500 * time.Microsecond)},
 	}
 	seen := 0
-	for _, r := range ref.Postures {
+	for _, r := range conformance.ReferencePostures() {
 		o, ok := opts[r.Name]
 		if !ok {
 			continue
@@ -57,12 +42,8 @@ func TestPostureDescriptor(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var want bytes.Buffer
-			if err := json.Compact(&want, r.Descriptor); err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != want.String() {
-				t.Fatalf("posture\n got %s\nwant %s", got, want.String())
+			if string(got) != r.Descriptor {
+				t.Fatalf("posture\n got %s\nwant %s", got, r.Descriptor)
 			}
 			if fp := executor.Fingerprint(p.Posture()); fp != r.Fingerprint {
 				t.Fatalf("fingerprint %s, the reference descriptor's %s", fp, r.Fingerprint)
