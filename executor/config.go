@@ -46,7 +46,10 @@ type IntentLedger interface {
 type SandboxFunc func(workdir string, req *Request) ([]string, error)
 
 // Config is the shared dispatch configuration every provider fills in from
-// its own options. Zero durations and sizes take the reference defaults;
+// its own options. Zero durations and sizes are unset and take the
+// reference defaults (the reference keeps an explicit timeoutMs 0, which
+// kills every tool at once, and maxOutputBytes 0, which discards stdout;
+// Go has no separate spelling for them, and Posture attests what runs);
 // negative ones are refused by NewPipeline.
 type Config struct {
 	// Name is the provider's name, used in log lines ("subprocess").

@@ -1,7 +1,9 @@
 package executor
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"os"
 	"testing"
 )
 
@@ -67,6 +69,12 @@ func TestDeriveKeyGolden(t *testing.T) {
 		{"v1 args", 1, KeyInput{RunID: "run-1", AgentSeq: 7, Ordinal: 2, Tool: "echo_tool", Args: args}, "e39f8ff3d1c1a49a61cf676148983cd1816af4ff7d6f969b5722c2e746cdb8dc"},
 		{"v2 legacy", 2, KeyInput{RunID: "exec-key-legacy", Genesis: "GGGGGGGGGGGGGGGGGGGGGGGGGG", AgentSeq: 1, Ordinal: 1, Tool: "charge", Args: json.RawMessage(`{}`)}, "78da4d97b7b0d081692d381188e626b51ff05133f7bcf041c24b20e56f8ac977"},
 		{"v2 args", 2, KeyInput{RunID: "run-1", Genesis: "01J0000000000000000000000A", AgentSeq: 7, Ordinal: 2, Tool: "echo_tool", Args: args}, "6da74dd1ee6a1d238910e4c72acaf8a6a7ca52311eb07a126701b1ed1612078d"},
+		// Computed by running the reference's deriveExecIdempotencyKey(V2)
+		// (core runtime/executor.ts, 1.248.0) on JSON.parse of the args.
+		{"v1 duplicate member", 1, KeyInput{RunID: "run-1", AgentSeq: 7, Ordinal: 2, Tool: "echo_tool", Args: json.RawMessage(`{"a":1,"a":2}`)}, "bc84479acb7962f907d9b6993a2d33d486ca2bf5d702db01ad93ffe330cbfdb7"},
+		{"v2 duplicate member", 2, KeyInput{RunID: "run-1", Genesis: "01J0000000000000000000000A", AgentSeq: 7, Ordinal: 2, Tool: "echo_tool", Args: json.RawMessage(`{"a":1,"a":2}`)}, "48a47ddc3b2e9e8f054c1498560b64ab860eb9975a852bc0ca073318c7b900ed"},
+		{"v1 lone surrogate", 1, KeyInput{RunID: "run-1", AgentSeq: 7, Ordinal: 2, Tool: "echo_tool", Args: json.RawMessage(`"\ud800"`)}, "a7c4b6fceb90e934c5c205bde0bd2fbd0d6945c45ea49cdee374448e3e34b5de"},
+		{"v2 lone surrogate", 2, KeyInput{RunID: "run-1", Genesis: "01J0000000000000000000000A", AgentSeq: 7, Ordinal: 2, Tool: "echo_tool", Args: json.RawMessage(`"\ud800"`)}, "68e6c08635de13fb880a61c3554d6edb049986490b12cf3a390fb5444a521102"},
 	} {
 		got, err := DeriveKey(tc.version, tc.in)
 		if err != nil || got != tc.want {
@@ -102,6 +110,18 @@ func TestDeriveKeyProperties(t *testing.T) {
 	}
 }
 
+// The reference's core JCS throws "JCS: non-finite numbers are not JSON" on
+// args JSON.parse reads as Infinity (hashArgs writes them as null).
+func TestDeriveKeyRefusesWhatTheReferenceJCSRefuses(t *testing.T) {
+	_, err := DeriveKey(2, KeyInput{RunID: "r", Genesis: "G", Tool: "t", Args: json.RawMessage(`{"n":[1e400]}`)})
+	if CodeOf(err) != CodeConfig || !contains(err.Error(), "beyond the double range") {
+		t.Fatalf("err = %v, want a config error", err)
+	}
+	if _, err := HashArgs(json.RawMessage(`{"n":[1e400]}`)); err != nil {
+		t.Fatalf("HashArgs refused what hashArgs hashes: %v", err)
+	}
+}
+
 func TestDeriveKeyRefusesUnknownVersions(t *testing.T) {
 	for _, tc := range []struct {
 		version int
@@ -116,5 +136,59 @@ func TestDeriveKeyRefusesUnknownVersions(t *testing.T) {
 		if CodeOf(err) != CodeConfig || !contains(err.Error(), tc.want) || !contains(err.Error(), "run 'run-x'") {
 			t.Errorf("version %d: err = %v, want a config error containing %q", tc.version, err, tc.want)
 		}
+	}
+}
+
+// The canonical text of the reference-computed vectors in
+// conformance/testdata/argshash.json (which checks their digests).
+func TestCanonicalMatchesTheReferenceText(t *testing.T) {
+	b, err := os.ReadFile("../conformance/testdata/argshash.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Vectors []struct{ Name, Input, InputBase64, Canonical string }
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range doc.Vectors {
+		in := []byte(v.Input)
+		if v.InputBase64 != "" {
+			in, _ = base64.StdEncoding.DecodeString(v.InputBase64)
+		}
+		got, err := canonical(in)
+		if err != nil || string(got) != v.Canonical {
+			t.Errorf("%s: canonical(%q) = %q, %v; want %q", v.Name, in, got, err, v.Canonical)
+		}
+	}
+}
+
+// BenchmarkHashArgs: the canonicalization every dispatch pays, for the
+// conformance kit's e1 args and for a 1 MiB document.
+func BenchmarkHashArgs(b *testing.B) {
+	big := []byte(`{"rows":[`)
+	for i := 0; len(big) < 1<<20; i++ {
+		if i > 0 {
+			big = append(big, ',')
+		}
+		big = append(big, `{"id":12345,"name":"café ☕ row","score":0.125,"tags":["a","b"],"ok":true}`...)
+	}
+	big = append(big, "]}"...)
+	for _, c := range []struct {
+		name string
+		doc  []byte
+	}{
+		{"e1", []byte(`{"behavior":"echo","payload":{"hello":"world","n":7}}`)},
+		{"1MiB", big},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.doc)))
+			for b.Loop() {
+				if _, err := HashArgs(c.doc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

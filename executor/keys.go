@@ -3,6 +3,7 @@ package executor
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 )
 
 // CurrentKeyDerivation is the derivation version a fresh run stamps
@@ -38,9 +39,16 @@ func DeriveKey(version int, in KeyInput) (string, error) {
 	if len(args) == 0 {
 		args = json.RawMessage("null")
 	}
-	if !json.Valid(args) {
-		return "", newError(CodeConfig, nil, "derive idempotency key: args of tool '%s' are not valid JSON", in.Tool)
+	// The args as the reference's JSON.parse reads them (HashArgs); its
+	// core JCS, unlike hashArgs, throws on a number beyond the double range.
+	v, err := parseJS(args)
+	if err != nil {
+		return "", newError(CodeConfig, err, "derive idempotency key: args of tool '%s' are not valid JSON: %v", in.Tool, err)
 	}
+	if !finite(v) {
+		return "", newError(CodeConfig, nil, "derive idempotency key: args of tool '%s' hold a number beyond the double range, which JavaScript reads as Infinity and the reference's key derivation refuses (JCS: non-finite numbers are not JSON); send it as a string", in.Tool)
+	}
+	args = appendStable(nil, v)
 	var doc any
 	switch version {
 	case 0, 1:
@@ -76,4 +84,25 @@ func DeriveKey(version int, in KeyInput) (string, error) {
 		return "", fmt.Errorf("derive idempotency key: %w", err)
 	}
 	return sha256Hex(canon), nil
+}
+
+// finite reports whether every number in v is finite.
+func finite(v *jsValue) bool {
+	switch v.kind {
+	case jsNumber:
+		return !math.IsInf(v.num, 0) && !math.IsNaN(v.num)
+	case jsArray:
+		for _, el := range v.elems {
+			if !finite(el) {
+				return false
+			}
+		}
+	case jsObject:
+		for _, m := range v.members {
+			if !finite(m) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -134,7 +134,7 @@ func (p *Pipeline) classify(req *Request, r *run) error {
 	pre := p.cfg.Messages.Prefix
 	switch r.reason {
 	case CodeTimeout:
-		return newError(CodeTimeout, nil, "%stool '%s' exceeded %dms and was killed", pre, req.Tool, p.cfg.Timeout.Milliseconds())
+		return newError(CodeTimeout, nil, "%stool '%s' exceeded %sms and was killed", pre, req.Tool, esNumber(millis(p.cfg.Timeout)))
 	case CodeAborted:
 		return newError(CodeAborted, r.cause, "%stool '%s' was cancelled", pre, req.Tool)
 	case CodeOutputCap:

@@ -6,15 +6,18 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // Posture is the reference's ToolExecutorRegulatedPosture (contract 10.1):
 // what a provider attests about itself at construction, pure data with no
-// I/O behind it. Its JSON is the reference descriptor member for member;
-// moat adds members only inside isolation (see Isolation), which a reference
-// host ignores.
+// I/O behind it. For the subprocess and container flavours its JSON is the
+// reference descriptor member for member, so its Fingerprint is the hash a
+// host computes of the reference's own descriptor; the container's
+// additions (CapDrop, Image) are Go fields only, judged by StrictFloor and
+// never in the JSON. The native flavour is moat's own (see Isolation).
 type Posture struct {
 	// RegulatedPosture is the shape version, 1.
 	RegulatedPosture int `json:"regulatedPosture"`
@@ -39,10 +42,12 @@ const (
 	PostureKind    = "tool-executor"
 )
 
-// Bounds are the resolved limits of every dispatch.
+// Bounds are the resolved limits of every dispatch, as they run: a
+// timeout with a fraction of a millisecond is attested with it (1500.5), as
+// the reference attests a fractional timeoutMs.
 type Bounds struct {
-	TimeoutMs      int64 `json:"timeoutMs"`
-	MaxOutputBytes int64 `json:"maxOutputBytes"`
+	TimeoutMs      float64 `json:"timeoutMs"`
+	MaxOutputBytes int64   `json:"maxOutputBytes"`
 }
 
 // Flavor names an isolation shape. A reference host knows only subprocess
@@ -61,8 +66,11 @@ const (
 //
 //	subprocess: flavor, sandboxed                            (the reference's)
 //	container:  flavor, network, readOnlyRoot                (the reference's)
-//	            + capDrop, image                             (moat's additions)
 //	native:     flavor, network, readOnlyRoot, capDrop + the Native members
+//
+// A container's CapDrop and Image are not in its JSON: a reference host
+// hashes its descriptor member for member, and moat's container descriptor
+// must hash the same. StrictFloor still judges them.
 type Isolation struct {
 	Flavor Flavor
 	// Sandboxed (subprocess) reports a launcher prefix around every tool.
@@ -71,10 +79,11 @@ type Isolation struct {
 	Network string
 	// ReadOnlyRoot reports a root filesystem the tool cannot write.
 	ReadOnlyRoot bool
-	// CapDrop lists the dropped capabilities ("ALL" drops every one).
+	// CapDrop lists the dropped capabilities ("ALL" drops every one); in
+	// the JSON of the native flavour only.
 	CapDrop []string
 	// Image (container) is the image reference; pinned when it carries a
-	// digest ("name@sha256:<64 hex>").
+	// digest ("name@sha256:<64 hex>"). Never in the JSON.
 	Image string
 	// Native holds what only the native sandbox can attest.
 	Native *NativeIsolation
@@ -130,7 +139,7 @@ const (
 )
 
 // MarshalJSON writes the members of i's flavour only, in the reference's
-// order.
+// order (for the reference's flavours, exactly the reference's members).
 func (i Isolation) MarshalJSON() ([]byte, error) {
 	capDrop := i.CapDrop
 	if capDrop == nil {
@@ -144,12 +153,10 @@ func (i Isolation) MarshalJSON() ([]byte, error) {
 		}{i.Flavor, i.Sandboxed})
 	case FlavorContainer:
 		return json.Marshal(struct {
-			Flavor       Flavor   `json:"flavor"`
-			Network      string   `json:"network"`
-			ReadOnlyRoot bool     `json:"readOnlyRoot"`
-			CapDrop      []string `json:"capDrop"`
-			Image        string   `json:"image"`
-		}{i.Flavor, i.Network, i.ReadOnlyRoot, capDrop, i.Image})
+			Flavor       Flavor `json:"flavor"`
+			Network      string `json:"network"`
+			ReadOnlyRoot bool   `json:"readOnlyRoot"`
+		}{i.Flavor, i.Network, i.ReadOnlyRoot})
 	case FlavorNative:
 		native := i.Native
 		if native == nil {
@@ -170,8 +177,10 @@ func (i Isolation) MarshalJSON() ([]byte, error) {
 }
 
 // Fingerprint is the lowercase hex sha256 of the posture's canonical JSON
-// (RFC 8785), so any change of an attested setting, a loosening above all,
-// moves it, and nothing else does.
+// (RFC 8785, as the reference's core serializes it), so any change of an
+// attested setting, a loosening above all, moves it, and nothing else does.
+// For a subprocess or container posture it equals the same hash of the
+// reference executor's descriptor under the same settings.
 func Fingerprint(p Posture) string {
 	doc, err := json.Marshal(p)
 	if err != nil {
@@ -193,42 +202,61 @@ type FloorError struct {
 	Requirement string
 }
 
-// Error is the reference's message template (contract 10.2).
+// Error follows the reference's template (contract 10.2):
+// "compileRegulatedProfile: <field> <requirement>; the regulated floor is
+// non-loosenable, ...". The field and every value quoted in the
+// requirement are the reference's; the rest of the requirement's wording is
+// moat's own.
 func (e *FloorError) Error() string {
 	return "compileRegulatedProfile: " + e.Field + " " + e.Requirement +
 		"; the regulated floor is non-loosenable, so drop the field to inherit the floor or meet it explicitly"
 }
 
+// The descriptor kinds the reference's floor knows besides PostureKind. No
+// provider attests them; RegulatedFloor leaves them to the host's own floor.
+var otherKinds = []string{"mcp-source", "ai-sdk-bridge", "model-adapter"}
+
 // RegulatedFloor judges a posture as the reference's compileRegulatedProfile
-// does (contract 10.2) and returns the first failure, a *FloorError, in the
-// reference's order: the shape (version and name, field "construction"),
-// the kind, an armed ledger, the bounds, a known isolation flavour. Like the
-// reference it accepts any network, a writable root, an unsandboxed
-// subprocess, any allowEnv and any bound value: those are attested and
-// fingerprinted, not floored. StrictFloor floors them.
+// judges a tool executor's (contract 10.2) and returns the first failure, a
+// *FloorError, in the reference's order: the shape (version and name, field
+// "construction"), the kind, an armed ledger, the bounds, a known isolation
+// flavour. Like the reference it accepts any network, a writable root, an
+// unsandboxed subprocess, any allowEnv and any bound value: those are
+// attested and fingerprinted, not floored. StrictFloor floors them.
+//
+// Two verdicts differ from the reference's, deliberately: the native
+// flavour, which a reference host refuses, is accepted; and the reference's
+// other kinds ("mcp-source", "ai-sdk-bridge", "model-adapter"), which it
+// judges by their own rules, are refused, because a Posture describes a tool
+// executor and cannot carry their members. A Kind of "" is reported as the
+// reference reports a missing kind, 'undefined'.
 func RegulatedFloor(p Posture) error {
 	if p.RegulatedPosture != PostureVersion || p.Name == "" {
-		return &FloorError{"construction", "must be a regulated posture descriptor (regulatedPosture 1 and a non-empty name)"}
+		return &FloorError{"construction", "is not a regulated posture descriptor (need regulatedPosture: 1, a non-empty string name, and a known kind)"}
 	}
 	field := "construction['" + p.Name + "']"
 	if p.Kind != PostureKind {
-		return &FloorError{field, "has an unknown kind '" + p.Kind + "'; a tool executor attests kind 'tool-executor'"}
+		kind := p.Kind
+		if kind == "" {
+			kind = "undefined" // String(undefined): the Go zero value is the absent member
+		}
+		if slices.Contains(otherKinds, kind) {
+			return &FloorError{field, "attests kind '" + kind + "', which is not a tool executor's; moat's floor judges 'tool-executor' descriptors only, so judge this construction with the host's compileRegulatedProfile"}
+		}
+		return &FloorError{field, "attests an unrecognized kind '" + kind + "'; of the kinds 'mcp-source', 'ai-sdk-bridge', 'model-adapter' and 'tool-executor', a tool executor attests the last"}
 	}
 	if !p.Ledger {
-		return &FloorError{field + ".ledger", "must be armed (RV4204): configure an effect ledger on the executor so every dispatch is recorded"}
+		return &FloorError{field + ".ledger", "must be armed (RV4204): configure an effect ledger on the executor so every dispatch is recorded and can be reconciled"}
 	}
 	if p.Bounds == nil {
-		return &FloorError{field + ".bounds", "must state timeoutMs and maxOutputBytes as numbers"}
+		return &FloorError{field + ".bounds", "must state the resolved timeoutMs and maxOutputBytes ceilings (RV4204)"}
 	}
-	if p.Isolation == nil {
-		return &FloorError{field + ".isolation", "must state the isolation flavor"}
+	switch {
+	case p.Isolation == nil:
+	case p.Isolation.Flavor == FlavorSubprocess, p.Isolation.Flavor == FlavorContainer, p.Isolation.Flavor == FlavorNative:
+		return nil
 	}
-	switch p.Isolation.Flavor {
-	case FlavorSubprocess, FlavorContainer, FlavorNative:
-	default:
-		return &FloorError{field + ".isolation", "must have flavor 'subprocess', 'container' or 'native', not '" + string(p.Isolation.Flavor) + "'"}
-	}
-	return nil
+	return &FloorError{field + ".isolation", "must name its flavor, 'subprocess' or 'container' (RV4204), or moat's native flavour"}
 }
 
 // StrictFloor is the floor for regulated hosts that want the isolation
@@ -345,7 +373,10 @@ func (c Config) Posture(name string, isolation *Isolation) Posture {
 		Name:             name,
 		Ledger:           c.Ledger != nil,
 		AllowEnv:         append([]string{}, c.AllowEnv...),
-		Bounds:           &Bounds{TimeoutMs: c.Timeout.Milliseconds(), MaxOutputBytes: int64(c.MaxOutputBytes)},
+		Bounds:           &Bounds{TimeoutMs: millis(c.Timeout), MaxOutputBytes: int64(c.MaxOutputBytes)},
 		Isolation:        isolation,
 	}
 }
+
+// millis is d in milliseconds, fraction included (the nearest double).
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

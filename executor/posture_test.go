@@ -3,9 +3,11 @@ package executor_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/moat-sandbox/moat/conformance"
 	"github.com/moat-sandbox/moat/executor"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -50,7 +52,7 @@ func TestPostureJSON(t *testing.T) {
 		{"reference example", subprocessPosture(),
 			`{"regulatedPosture":1,"kind":"tool-executor","name":"subprocess","ledger":true,"allowEnv":["PATH"],"bounds":{"timeoutMs":5000,"maxOutputBytes":1048576},"isolation":{"flavor":"subprocess","sandboxed":true}}`},
 		{"container", containerPosture(),
-			`{"regulatedPosture":1,"kind":"tool-executor","name":"container","ledger":true,"allowEnv":[],"bounds":{"timeoutMs":30000,"maxOutputBytes":1048576},"isolation":{"flavor":"container","network":"none","readOnlyRoot":true,"capDrop":["ALL"],"image":"` + pinned + `"}}`},
+			`{"regulatedPosture":1,"kind":"tool-executor","name":"container","ledger":true,"allowEnv":[],"bounds":{"timeoutMs":30000,"maxOutputBytes":1048576},"isolation":{"flavor":"container","network":"none","readOnlyRoot":true}}`},
 		{"native", nativePosture(),
 			`{"regulatedPosture":1,"kind":"tool-executor","name":"native","ledger":true,"allowEnv":[],"bounds":{"timeoutMs":30000,"maxOutputBytes":1048576},"isolation":{"flavor":"native","network":"none","readOnlyRoot":true,"capDrop":["ALL"],"namespaces":["user","mount","pid","network","ipc","uts"],"seccomp":{"enabled":true,"profileDigest":"sha256:` + strings.Repeat("ab", 32) + `"},"cgroup":"hybrid","limits":{"memory":"enforced","pids":"enforced"},"uidMappings":[{"containerID":0,"hostID":65534,"size":1}],"gidMappings":[{"containerID":0,"hostID":65534,"size":1}],"rootfs":"tmpfs+ro-binds"}}`},
 	} {
@@ -195,8 +197,7 @@ func TestFingerprint(t *testing.T) {
 		{"bigger cap", containerPosture, func(p *executor.Posture) { p.Bounds.MaxOutputBytes *= 2 }},
 		{"network", containerPosture, func(p *executor.Posture) { p.Isolation.Network = "bridge" }},
 		{"writable root", containerPosture, func(p *executor.Posture) { p.Isolation.ReadOnlyRoot = false }},
-		{"capabilities kept", containerPosture, func(p *executor.Posture) { p.Isolation.CapDrop = nil }},
-		{"image unpinned", containerPosture, func(p *executor.Posture) { p.Isolation.Image = "localhost/tools:latest" }},
+		{"capabilities kept", nativePosture, func(p *executor.Posture) { p.Isolation.CapDrop = nil }},
 		{"unsandboxed", subprocessPosture, func(p *executor.Posture) { p.Isolation.Sandboxed = false }},
 		{"seccomp off", nativePosture, func(p *executor.Posture) { p.Isolation.Native.Seccomp.Enabled = false }},
 		{"limit degraded", nativePosture, func(p *executor.Posture) { p.Isolation.Native.Limits["memory"] = "degraded" }},
@@ -207,6 +208,111 @@ func TestFingerprint(t *testing.T) {
 		tc.edit(&p)
 		if executor.Fingerprint(p) == before {
 			t.Errorf("%s did not move the fingerprint", tc.name)
+		}
+	}
+}
+
+// A container's CapDrop and Image are moat's additions: outside the JSON,
+// so its fingerprint stays the reference's, and judged by StrictFloor.
+func TestContainerAdditionsStayOutOfTheDescriptor(t *testing.T) {
+	base := executor.Fingerprint(containerPosture())
+	p := containerPosture()
+	p.Isolation.CapDrop, p.Isolation.Image = nil, "localhost/tools:latest"
+	if executor.Fingerprint(p) != base {
+		t.Fatal("capDrop or image moved a container fingerprint; the reference's descriptor has neither")
+	}
+	got := fields(executor.StrictFloor(p))
+	want := []string{"construction['container'].isolation.capDrop", "construction['container'].isolation.image"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("StrictFloor failed %q, want %q", got, want)
+	}
+}
+
+// TestFingerprintOfReferenceDescriptors: a reference descriptor read into a
+// Posture marshals back to the same JSON and fingerprints to the hash the
+// reference's own JCS gives it (a fractional timeoutMs included).
+func TestFingerprintOfReferenceDescriptors(t *testing.T) {
+	for _, r := range conformance.ReferencePostures() {
+		var p executor.Posture
+		if err := json.Unmarshal([]byte(r.Descriptor), &p); err != nil {
+			t.Fatalf("%s: %v", r.Name, err)
+		}
+		got, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != r.Descriptor {
+			t.Errorf("%s: posture JSON\n got %s\nwant %s", r.Name, got, r.Descriptor)
+		}
+		if fp := executor.Fingerprint(p); fp != r.Fingerprint {
+			t.Errorf("%s: fingerprint %s, the reference's %s", r.Name, fp, r.Fingerprint)
+		}
+	}
+}
+
+// quoted lists the values a floor requirement quotes ('...').
+func quoted(s string) []string {
+	var out []string
+	for {
+		_, rest, ok := strings.Cut(s, "'")
+		if !ok {
+			return out
+		}
+		v, after, ok := strings.Cut(rest, "'")
+		if !ok {
+			return out
+		}
+		out, s = append(out, v), after
+	}
+}
+
+// TestRegulatedFloorAgainstTheReference: for each descriptor the reference's
+// compileRegulatedProfile judged, RegulatedFloor gives the same verdict, the
+// same field and the same quoted values, except the two documented
+// differences (the native flavour accepted; the reference's other kinds
+// refused, since a Posture cannot carry their members).
+func TestRegulatedFloorAgainstTheReference(t *testing.T) {
+	for _, r := range conformance.ReferenceFloor() {
+		var p executor.Posture
+		if err := json.Unmarshal(r.Descriptor, &p); err != nil {
+			t.Fatalf("%s: %v", r.Name, err)
+		}
+		err := executor.RegulatedFloor(p)
+		var fe *executor.FloorError
+		if err != nil && !errors.As(err, &fe) {
+			t.Errorf("%s: %v is not a *FloorError", r.Name, err)
+			continue
+		}
+		switch {
+		case p.Isolation != nil && p.Isolation.Flavor == executor.FlavorNative:
+			// Deliberate: moat's own flavour passes moat's floor.
+			if r.Verdict != "refused" || err != nil {
+				t.Errorf("%s: reference %s, moat %v; want refused and accepted", r.Name, r.Verdict, err)
+			}
+			continue
+		case p.Kind == "mcp-source" || p.Kind == "model-adapter" || p.Kind == "ai-sdk-bridge":
+			// Deliberate: not a tool executor's descriptor.
+			if fe == nil || fe.Field != "construction['"+p.Name+"']" || !slices.Equal(quoted(fe.Requirement)[:1], []string{p.Kind}) {
+				t.Errorf("%s: moat %v; want a refusal of construction['%s'] quoting its kind", r.Name, err, p.Name)
+			}
+			continue
+		}
+		verdict := "accepted"
+		if err != nil {
+			verdict = "refused"
+		}
+		if verdict != r.Verdict {
+			t.Errorf("%s: moat %s (%v), the reference %s", r.Name, verdict, err, r.Verdict)
+			continue
+		}
+		if err == nil {
+			continue
+		}
+		if fe.Field != r.Field {
+			t.Errorf("%s: field %s, the reference's %s", r.Name, fe.Field, r.Field)
+		}
+		if got, want := quoted(fe.Requirement), quoted(r.Requirement); !slices.Equal(got, want) {
+			t.Errorf("%s: quoted values %q, the reference's %q\n moat: %s\n  ref: %s", r.Name, got, want, fe.Requirement, r.Requirement)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unicode/utf16"
 )
 
 // ParseResult turns a tool's captured stdout into its JSON result (the
@@ -40,35 +41,12 @@ func stdinDocument(req *Request, args json.RawMessage) []byte {
 	return append(b, '}')
 }
 
-// appendJSString appends s quoted as JS JSON.stringify does: only '"', '\\'
-// and control characters are escaped (\b \t \n \f \r, others \u00xx), and
-// everything else, U+2028/U+2029 and <>& included, is written raw. Go's
-// encoding/json escapes more, which changes bytes the reference compares.
+// appendJSString appends s quoted as JS JSON.stringify does (appendJSUnits:
+// '"', '\\' and control characters escaped, U+2028/U+2029 and <>& raw; Go's
+// encoding/json escapes more, which changes bytes the reference compares).
+// Bytes that are not UTF-8 become U+FFFD, as no JS string holds them.
 func appendJSString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c == '\b':
-			b = append(b, `\b`...)
-		case c == '\t':
-			b = append(b, `\t`...)
-		case c == '\n':
-			b = append(b, `\n`...)
-		case c == '\f':
-			b = append(b, `\f`...)
-		case c == '\r':
-			b = append(b, `\r`...)
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
+	return appendJSUnits(b, utf16.Encode([]rune(s)))
 }
 
 // compactArgs validates raw call arguments and returns them compacted; nil

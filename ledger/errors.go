@@ -3,6 +3,7 @@ package ledger
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Problem says what is wrong with a ledger path that Open refused.
@@ -105,4 +106,13 @@ func (e *CorruptionError) Error() string {
 	return msg + ". A line the scan cannot decode, parse and validate means external damage or a " +
 		"foreign writer; reconciliation must not proceed from a partial scan " +
 		"(scan with tolerate-corrupt to surface the lines for triage)."
+}
+
+// shellQuote returns path as a shell word: as it is when it holds only
+// characters no shell treats specially, else in single quotes.
+func shellQuote(path string) string {
+	if path != "" && strings.Trim(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./,:@%+=-") == "" {
+		return path
+	}
+	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
 }

@@ -129,7 +129,10 @@ func checkFile(path string, f *os.File) error {
 			Detail: fmt.Sprintf("owner uid %d, running as uid %d", st.Uid, os.Geteuid())}
 	}
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
-		return &FileError{Path: path, Problem: ProblemWritableByOthers, Detail: fmt.Sprintf("mode %#o", perm)}
+		// The reference creates its ledger with mode 0666 & ~umask: 0664
+		// under the common umask 002, which this refuses. Name the fix.
+		return &FileError{Path: path, Problem: ProblemWritableByOthers,
+			Detail: fmt.Sprintf("mode %#o; make it private with: chmod 600 %s", perm, shellQuote(path))}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -328,6 +329,48 @@ func TestRepairLockIsNotFollowed(t *testing.T) {
 		release(p, "token")
 		if _, err := os.Lstat(p); err != nil {
 			t.Fatalf("release removed a lock that is not ours: %v", err)
+		}
+	}
+}
+
+// TestOpenNamesTheFixForAReferenceLedgerWithMode0664: the reference creates
+// its ledger with mode 0666 & ~umask; under umask 002 that is 0664 (the
+// reference's jsonlEffectLedger, run on Node with umask 002, made exactly
+// that). Open refuses it, untouched, with the command that fixes it, and
+// after that command the same file opens and appends.
+func TestOpenNamesTheFixForAReferenceLedgerWithMode0664(t *testing.T) {
+	ref, err := os.ReadFile("testdata/reference.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"effects.jsonl", "it's effects.jsonl"} {
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, ref, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, 0o664); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(path)
+		wantProblem(t, err, ProblemWritableByOthers)
+		fix := "chmod 600 " + shellQuote(path)
+		if !strings.Contains(err.Error(), "mode 0664") || !strings.Contains(err.Error(), fix) {
+			t.Fatalf("error %q does not name the mode and the fix %q", err, fix)
+		}
+		if readFile(t, path) != string(ref) {
+			t.Fatal("a refused file must be untouched")
+		}
+		if _, err := Scan(path); err != nil { // reading it needs no fix
+			t.Fatalf("Scan of the 0664 ledger: %v", err)
+		}
+		// Run the fix the error names, through a shell.
+		if out, err := exec.Command("/bin/sh", "-c", fix).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", fix, err, out)
+		}
+		l := mustOpen(t, path)
+		mustIntent(t, l, intentFor("k", "a", 1))
+		if got := readFile(t, path); !strings.HasPrefix(got, string(ref)) || len(got) == len(ref) {
+			t.Fatal("the fixed ledger was not appended to")
 		}
 	}
 }

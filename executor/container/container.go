@@ -83,10 +83,11 @@ func (p *Provider) Dispatch(ctx context.Context, req *executor.Request) (json.Ra
 // Config returns the resolved pipeline configuration (defaults applied).
 func (p *Provider) Config() executor.Config { return p.pipeline.Config() }
 
-// Posture is the provider's regulated posture descriptor (contract 10.1):
-// the reference's container members (network, readOnlyRoot) plus the
-// dropped capabilities and the image, so StrictFloor can require a pinned
-// digest. It does no I/O.
+// Posture is the provider's regulated posture descriptor (contract 10.1).
+// Its JSON, and so its Fingerprint, is the reference containerExecutor's
+// member for member (network, readOnlyRoot); the dropped capabilities and
+// the image ride along as Go fields only, so StrictFloor can require ALL
+// dropped and a pinned digest. It does no I/O.
 func (p *Provider) Posture() executor.Posture {
 	return p.s.cfg.Posture("container", &executor.Isolation{
 		Flavor:       executor.FlavorContainer,

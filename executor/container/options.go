@@ -170,7 +170,9 @@ func WithCredentials(f executor.CredentialsFunc) Option {
 	return func(s *settings) { s.cfg.Credentials = f }
 }
 
-// WithTimeout sets the wall-clock ceiling from spawn (default 30 s).
+// WithTimeout sets the wall-clock ceiling from spawn (default 30 s; zero is
+// the default, as leaving it out). A fraction of a millisecond runs and is
+// attested as it is (timeoutMs 1500.5).
 func WithTimeout(d time.Duration) Option { return func(s *settings) { s.cfg.Timeout = d } }
 
 // WithKillGrace sets the SIGTERM to SIGKILL grace (default 5 s).
@@ -183,7 +185,8 @@ func WithKillGrace(d time.Duration) Option {
 	}
 }
 
-// WithMaxOutputBytes sets the per-stream output cap (default 1 MiB).
+// WithMaxOutputBytes sets the per-stream output cap (default 1 MiB; zero is
+// the default, as leaving it out).
 func WithMaxOutputBytes(n int) Option { return func(s *settings) { s.cfg.MaxOutputBytes = n } }
 
 // WithWorkdirBase sets the parent of the per-call workdirs (default the

@@ -46,6 +46,13 @@ func lower(o *options) (*launcher, executor.Config, error) {
 		if err != nil {
 			return nil, cfg, fmt.Errorf("native: policy %q: limits.timeout: %w", pol.Name, err)
 		}
+		if d == 0 && pol.Limits.Timeout != "" {
+			// Written, not left out: the reference would keep a zero
+			// timeoutMs (and kill every tool at once), the pipeline would
+			// read it as unset and run 30 s. Neither is what was written.
+			return nil, cfg, &executor.Error{Code: executor.CodeConfig, Message: fmt.Sprintf(
+				"native: policy %q: limits.timeout %q is zero, which would kill every tool at once; leave it out for the default (30s) or give a positive duration", pol.Name, string(pol.Limits.Timeout))}
+		}
 		cfg.Timeout = d
 	}
 	if !o.capSet {

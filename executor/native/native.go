@@ -73,7 +73,9 @@ func WithSeccompStore(dir string) Option {
 // WithPolicy sets the sandbox policy (default: the built-in "default").
 func WithPolicy(p *policies.Policy) Option { return func(o *options) { o.policy = p } }
 
-// WithTimeout overrides the policy's wall-clock limit.
+// WithTimeout overrides the policy's wall-clock limit (zero keeps the
+// policy's, as leaving it out). A fraction of a millisecond runs and is
+// attested as it is (timeoutMs 1500.5).
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) { o.pipeline.Timeout, o.timeoutSet = d, d != 0 }
 }
@@ -81,7 +83,8 @@ func WithTimeout(d time.Duration) Option {
 // WithKillGrace sets the SIGTERM to SIGKILL grace (default 2 s).
 func WithKillGrace(d time.Duration) Option { return func(o *options) { o.pipeline.KillGrace = d } }
 
-// WithMaxOutputBytes overrides the policy's per-stream output cap.
+// WithMaxOutputBytes overrides the policy's per-stream output cap (zero
+// keeps the policy's, as leaving it out).
 func WithMaxOutputBytes(n int) Option {
 	return func(o *options) { o.pipeline.MaxOutputBytes, o.capSet = n, n != 0 }
 }

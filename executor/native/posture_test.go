@@ -138,3 +138,28 @@ func TestNoFilterWithoutTheStatement(t *testing.T) {
 		t.Fatalf("the strict floor accepted an unfiltered posture: %v", err)
 	}
 }
+
+// TestZeroPolicyTimeoutIsRefused: a policy that writes limits.timeout "0s"
+// is refused with a config error, not run for 30 s and attested as 30000
+// (the reference keeps a written 0 and kills at once), and a fractional
+// timeout is attested as it runs.
+func TestZeroPolicyTimeoutIsRefused(t *testing.T) {
+	pol, err := policies.Builtin("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol.Limits.Timeout = "0s"
+	_, err = native.New(native.WithPolicy(pol), native.WithoutCgroups())
+	if executor.CodeOf(err) != executor.CodeConfig || !strings.Contains(err.Error(), `limits.timeout "0s" is zero`) {
+		t.Fatalf("err = %v, want a config error naming limits.timeout", err)
+	}
+	pol.Limits.Timeout = "1500500us"
+	p, err := native.New(native.WithPolicy(pol), native.WithoutCgroups())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if got := p.Posture().Bounds.TimeoutMs; got != 1500.5 {
+		t.Fatalf("attested timeoutMs %v, want 1500.5", got)
+	}
+}

@@ -5,30 +5,36 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moat-sandbox/moat/conformance"
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/executor/subprocess"
 	"github.com/moat-sandbox/moat/ledger"
 )
 
-// The exact descriptors of contract 10.1: the reference's example, and the
-// defaults.
+// TestPostureDescriptor: the descriptor and its fingerprint are the
+// reference subprocessExecutor's under the same settings
+// (conformance.ReferencePostures, computed by running the reference):
+// its example, the defaults, and a fractional timeout, attested as it runs.
 func TestPostureDescriptor(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opts []subprocess.Option
-		want string
-	}{
-		{"configured", []subprocess.Option{
+	opts := map[string][]subprocess.Option{
+		"subprocess reference example": {
 			subprocess.WithLedger(&ledger.Memory{}),
 			subprocess.WithAllowEnv("PATH"),
 			subprocess.WithTimeout(5 * time.Second),
 			subprocess.WithSandbox(func(string, *executor.Request) ([]string, error) { return nil, nil }),
-		}, `{"regulatedPosture":1,"kind":"tool-executor","name":"subprocess","ledger":true,"allowEnv":["PATH"],"bounds":{"timeoutMs":5000,"maxOutputBytes":1048576},"isolation":{"flavor":"subprocess","sandboxed":true}}`},
-		{"defaults", nil,
-			`{"regulatedPosture":1,"kind":"tool-executor","name":"subprocess","ledger":false,"allowEnv":[],"bounds":{"timeoutMs":30000,"maxOutputBytes":1048576},"isolation":{"flavor":"subprocess","sandboxed":false}}`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p, err := subprocess.New(tc.opts...)
+		},
+		"subprocess defaults":           nil,
+		"subprocess fractional timeout": {subprocess.WithLedger(&ledger.Memory{}), subprocess.WithTimeout(1500500 * time.Microsecond)},
+	}
+	seen := 0
+	for _, r := range conformance.ReferencePostures() {
+		o, ok := opts[r.Name]
+		if !ok {
+			continue
+		}
+		seen++
+		t.Run(r.Name, func(t *testing.T) {
+			p, err := subprocess.New(o...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -36,10 +42,16 @@ func TestPostureDescriptor(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(got) != tc.want {
-				t.Fatalf("posture\n got %s\nwant %s", got, tc.want)
+			if string(got) != r.Descriptor {
+				t.Fatalf("posture\n got %s\nwant %s", got, r.Descriptor)
+			}
+			if fp := executor.Fingerprint(p.Posture()); fp != r.Fingerprint {
+				t.Fatalf("fingerprint %s, the reference descriptor's %s", fp, r.Fingerprint)
 			}
 		})
+	}
+	if seen != len(opts) {
+		t.Fatalf("%d of %d reference postures found", seen, len(opts))
 	}
 }
 

@@ -22,13 +22,16 @@ type Provider struct {
 // Option configures a Provider.
 type Option func(*executor.Config)
 
-// WithTimeout sets the wall-clock ceiling from spawn (default 30 s).
+// WithTimeout sets the wall-clock ceiling from spawn (default 30 s; zero is
+// the default, as leaving it out). A fraction of a millisecond runs and is
+// attested as it is (timeoutMs 1500.5).
 func WithTimeout(d time.Duration) Option { return func(c *executor.Config) { c.Timeout = d } }
 
 // WithKillGrace sets the SIGTERM to SIGKILL grace (default 2 s).
 func WithKillGrace(d time.Duration) Option { return func(c *executor.Config) { c.KillGrace = d } }
 
-// WithMaxOutputBytes sets the per-stream output cap (default 1 MiB).
+// WithMaxOutputBytes sets the per-stream output cap (default 1 MiB; zero is
+// the default, as leaving it out).
 func WithMaxOutputBytes(n int) Option { return func(c *executor.Config) { c.MaxOutputBytes = n } }
 
 // WithWorkdirBase sets the parent of the per-call workdirs (default the

@@ -3,7 +3,6 @@
 package workdir
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -208,15 +207,4 @@ func (d *Dir) unlock(unlink bool) {
 	unix.Close(d.lock)
 	unix.Close(d.markers)
 	d.lock, d.markers = -1, -1
-}
-
-// randomName is six characters of [A-Za-z0-9], as mkdtemp(3) appends.
-func randomName() string {
-	const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	for i := range b {
-		b[i] = chars[int(b[i])%len(chars)]
-	}
-	return string(b[:])
 }
