@@ -45,33 +45,7 @@ func TestDelegatedGroupGivenBack(t *testing.T) {
 		if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "--- PASS: TestDelegatedGroupGivenBack (") {
 			t.Fatalf("the %s moat in %s: %v\n%s", run, group, err, out.String())
 		}
-		checkGivenBack(t, group)
-	}
-}
-
-// checkGivenBack: group is as a delegating service manager left it: no
-// controller on for children, no directory below, and a process can be
-// started in it.
-func checkGivenBack(t *testing.T, group string) {
-	t.Helper()
-	if on, err := fields(group, "cgroup.subtree_control"); err != nil || len(on) != 0 {
-		t.Fatalf("%s/cgroup.subtree_control = %v (%v), want it empty again", group, on, err)
-	}
-	ents, err := os.ReadDir(group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if e.IsDir() {
-			t.Errorf("left in %s: %s", group, e.Name())
-		}
-	}
-	cmd := exec.Command("/bin/true")
-	if err := testenv.StartIn(group, cmd); err != nil {
-		t.Fatalf("start a process in %s after moat: %v", group, err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
+		testenv.CheckGivenBack(t, group)
 	}
 }
 

@@ -97,6 +97,32 @@ func DelegatedGroup(t *testing.T) string {
 	return group
 }
 
+// CheckGivenBack fails t unless group is as the service manager that
+// delegated it left it: no controller on for children, no directory below,
+// and a process can be started in it.
+func CheckGivenBack(t *testing.T, group string) {
+	t.Helper()
+	if b, err := os.ReadFile(filepath.Join(group, "cgroup.subtree_control")); err != nil || len(strings.TrimSpace(string(b))) != 0 {
+		t.Fatalf("%s/cgroup.subtree_control = %q (%v), want it empty again", group, b, err)
+	}
+	ents, err := os.ReadDir(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			t.Errorf("left in %s: %s", group, e.Name())
+		}
+	}
+	cmd := exec.Command("/bin/true")
+	if err := StartIn(group, cmd); err != nil {
+		t.Fatalf("start a process in %s after moat: %v", group, err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // StartIn starts cmd in the cgroup2 group dir from its first instruction
 // (clone3 with CLONE_INTO_CGROUP, clone(2)): as a service manager starts a
 // unit's process in the unit's group.
