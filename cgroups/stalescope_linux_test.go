@@ -34,16 +34,7 @@ func TestStopDeadScopes(t *testing.T) {
 		deadScopeChild(t, bus)
 		return
 	}
-	if os.Geteuid() == 0 {
-		t.Skip("not this layout: runs as an unprivileged user with a systemd user manager")
-	}
-	if h := mustDetect(t); h.Layout != Unified {
-		t.Skipf("not this layout: needs pure cgroup v2 (layout %v)", h.Layout)
-	}
-	bus := testUserBus()
-	if bus == "" {
-		t.Skip("not this layout: no systemd user bus ($DBUS_SESSION_BUS_ADDRESS, $XDG_RUNTIME_DIR/bus)")
-	}
+	bus := requireUserManager(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	conn, err := dialUserBus(ctx, bus)

@@ -338,15 +338,7 @@ func TestRunRefusesAnExplicitLimitItCannotEnforce(t *testing.T) {
 	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
 		return
 	}
-	pv, err := native.New(native.WithPolicy(&policies.Policy{Unfiltered: true}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	posture := pv.Cgroups()
-	pv.Close()
-	if posture.Memory.Enforced {
-		t.Skip("not this layout: this user can enforce a memory limit here (a delegated cgroup); the refusal needs a host without one")
-	}
+	requireNoMemoryLimit(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	os.Chmod(filepath.Dir(marker), 0o777)
 	r := moat(t, "", "run", "--bind", filepath.Dir(marker)+":/m:rw", "--memory", "64M", "--", "/bin/sh", "-c", "touch /m/ran")
@@ -372,6 +364,21 @@ func TestRunRefusesAnExplicitLimitItCannotEnforce(t *testing.T) {
 	}
 }
 
+// requireNoMemoryLimit skips plainly where this user can enforce a memory
+// limit (a delegated cgroup): the refusal tests need a host without one.
+func requireNoMemoryLimit(t *testing.T) {
+	t.Helper()
+	pv, err := native.New(native.WithPolicy(&policies.Policy{Unfiltered: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	posture := pv.Cgroups()
+	pv.Close()
+	if posture.Memory.Enforced {
+		t.Skip("not this layout: this user can enforce a memory limit here (a delegated cgroup); the refusal needs a host without one")
+	}
+}
+
 // TestDispatchRefusesAnExplicitLimitItCannotEnforce: moat dispatch treats a
 // limit given with --memory, --pids, --cpus or a policy's limits.required
 // as moat run does. Where no cgroup can hold it (nobody on a host without
@@ -382,15 +389,7 @@ func TestDispatchRefusesAnExplicitLimitItCannotEnforce(t *testing.T) {
 	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
 		return
 	}
-	pv, err := native.New(native.WithPolicy(&policies.Policy{Unfiltered: true}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	posture := pv.Cgroups()
-	pv.Close()
-	if posture.Memory.Enforced {
-		t.Skip("not this layout: this user can enforce a memory limit here (a delegated cgroup); the refusal needs a host without one")
-	}
+	requireNoMemoryLimit(t)
 	dir := t.TempDir()
 	ledgerPath := filepath.Join(dir, "effects.jsonl")
 	tool := []string{"--", "/bin/sh", "-c", "cat >/dev/null; echo 42"}
