@@ -138,7 +138,7 @@ func (m *Manager) inDelegated(h *Host, parent string) (*v2Tree, string) {
 	var p Posture
 	p.Layout = m.posture.Layout
 	t, reason := newV2TreeAt(h, group, parent, &p)
-	if loan != nil && t != nil {
+	if loan != nil {
 		loan.use(t)
 	}
 	if t == nil || p.Degraded() {

@@ -55,11 +55,14 @@ func moveSelf(group, leafName string, pid int) (*lent, error) {
 	return self, nil
 }
 
-// use records a Manager's tree below the loan: the controllers it turned
-// on in the group (only the Manager that moved finds any off) and what it
-// made.
+// use records a Manager's tree below the loan (nil when it made none): the
+// controllers it turned on in the group (only the Manager that moved finds
+// any off) and what it made.
 func (l *lent) use(t *v2Tree) {
 	l.users++
+	if t == nil {
+		return
+	}
 	l.enabled = append(l.enabled, t.turnedOn[l.group]...)
 	l.made = append(l.made, t.made...)
 }
