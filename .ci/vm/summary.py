@@ -52,7 +52,7 @@ REQUIRED = {
 REQUIRED_SYSTEMD = {
     "user": {
         "cgroups": ["TestSystemdScopeWithoutWrapper", "TestDelegatedCgroupUsedAsIs",
-                    "TestStopDeadScopes", "TestDelegatedGroupGivenBack"],
+                    "TestStopDeadScopes", "TestDelegatedGroupGivenBack", "TestDelegatedGroupKeptWhileASandboxRuns"],
         "cmd_moat": ["TestRunRootlessLimitsFromSystemdScope", "TestRunGivesBackADelegatedGroup"],
     },
     "login": {
