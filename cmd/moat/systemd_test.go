@@ -157,7 +157,7 @@ func rootlessLimits(t *testing.T, start func(*exec.Cmd) error) {
 		}
 	})
 	t.Run("pids", func(t *testing.T) {
-			r := run(t, "run", "--pids", "16", "--", "python3", "-c", forkBomb)
+		r := run(t, "run", "--pids", "16", "--", "python3", "-c", forkBomb)
 		n, err := strconv.Atoi(strings.TrimSpace(r.stdout))
 		if r.code != 0 || err != nil || n >= 16 {
 			t.Fatalf("fork bomb under --pids 16: %+v; want it stopped below 16 children", r)
