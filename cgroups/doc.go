@@ -51,12 +51,16 @@
 //     offering memory, pids and cpu: a user@.service subtree, a Delegate=yes
 //     unit or scope). When this process is alone in it, it first moves itself
 //     into a leaf of its own there (moat-self-PID-START), so that the
-//     controllers can be enabled for the leaves' parent;
+//     controllers can be enabled for the leaves' parent, and the last
+//     [Manager.Close] of the process gives the group back: the controllers
+//     it turned on go off and the process moves back, so the group can take
+//     processes again;
 //   - [SourceSystemdScope]: otherwise, with [WithSystemdBus], it asks the
 //     user's systemd manager for a transient moat-PID-START.scope with
 //     Delegate=yes holding this process (systemd.resource-control(5),
 //     "Delegate="; podman and crun do the same), after stopping the scopes
-//     of moat processes that are gone, and works below it. Later Managers of
+//     of moat processes that are gone (only scopes with moat's exact name
+//     and description), and works below it. Later Managers of
 //     the same process share it; systemd removes it when the process ends.
 //   - [SourceNone]: no bus, or systemd refused; the reason says which.
 //

@@ -43,6 +43,7 @@ type Manager struct {
 	owner   owner
 	tree    tree // nil when no cgroup is usable
 	posture Posture
+	loan    *lent // the delegated group this process moved out of, given back on Close
 
 	closeOnce sync.Once
 	closeErr  error
@@ -221,12 +222,19 @@ func (m *Manager) CleanStale() error {
 }
 
 // Close removes the parent groups New created, when they are empty (another
-// moat process may share them). Leaves are not touched.
+// moat process may share them). Leaves are not touched. When this process
+// moved itself into a leaf of a delegated group that held only it, the last
+// Manager to close gives the group back as it found it (see lent).
 func (m *Manager) Close() error {
 	m.closeOnce.Do(func() {
+		var errs []error
 		if m.tree != nil {
-			m.closeErr = m.tree.close()
+			errs = append(errs, m.tree.close())
 		}
+		if m.loan != nil {
+			errs = append(errs, m.loan.release())
+		}
+		m.closeErr = errors.Join(errs...)
 	})
 	return m.closeErr
 }

@@ -1,7 +1,6 @@
 package cgroups
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -92,59 +91,64 @@ func (m *Manager) fallbackV2(h *Host, c *config, why string) (*v2Tree, string) {
 // its children) memory, pids and cpu. A group that holds this process alone
 // cannot enable controllers for children (the no-internal-process rule,
 // cgroup-v2.rst), so moat first moves itself into a leaf of its own below
-// it, as crun does with its systemd driver; a group that holds other
-// processes too is not touched.
+// it, as crun does with its systemd driver, and gives the group back when
+// its last Manager closes (lent); a group that holds other processes too is
+// not touched.
 func (m *Manager) inDelegated(h *Host, parent string) (*v2Tree, string) {
-	self := h.SelfUnified
-	moved := filepath.Base(self) == m.selfLeaf()
+	selfMu.Lock()
+	defer selfMu.Unlock()
+	group := h.SelfUnified
+	moved := filepath.Base(group) == m.selfLeaf()
 	if moved {
 		// An earlier Manager of this process moved it already: its base
 		// is the delegated group above.
-		self = filepath.Dir(self)
+		group = filepath.Dir(group)
 	}
 	for _, f := range []string{"", "cgroup.procs", "cgroup.subtree_control"} {
-		if unix.Faccessat(unix.AT_FDCWD, filepath.Join(self, f), unix.W_OK, unix.AT_EACCESS) != nil {
-			return nil, filepath.Join(self, f) + " is not writable by this user"
+		if unix.Faccessat(unix.AT_FDCWD, filepath.Join(group, f), unix.W_OK, unix.AT_EACCESS) != nil {
+			return nil, filepath.Join(group, f) + " is not writable by this user"
 		}
 	}
-	avail, err := fields(self, "cgroup.controllers")
+	avail, err := fields(group, "cgroup.controllers")
 	if err != nil {
 		return nil, err.Error()
 	}
 	for _, c := range v2Wanted {
 		if !slices.Contains(avail, c) {
-			return nil, fmt.Sprintf("%s offers controllers %v, not %s", self, avail, c)
+			return nil, fmt.Sprintf("%s offers controllers %v, not %s", group, avail, c)
 		}
 	}
-	base := self
-	on, _ := fields(self, "cgroup.subtree_control")
-	procs, _ := fields(self, "cgroup.procs")
-	if !moved && len(procs) > 0 && !containsAll(on, v2Wanted) {
+	on, _ := fields(group, "cgroup.subtree_control")
+	procs, _ := fields(group, "cgroup.procs")
+	var loan *lent
+	switch {
+	case moved && self != nil && self.group == group:
+		loan = self
+	case !moved && len(procs) > 0 && !containsAll(on, v2Wanted):
 		if len(procs) != 1 || procs[0] != strconv.Itoa(m.owner.pid) {
-			return nil, fmt.Sprintf("%s holds other processes (%v) than this one", self, procs)
+			return nil, fmt.Sprintf("%s holds other processes (%v) than this one", group, procs)
 		}
-		removeDeadSelfLeaves(self)
-		leaf := filepath.Join(self, m.selfLeaf())
-		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, fmt.Sprintf("make a leaf for moat itself: %v", err)
+		if loan, err = moveSelf(group, m.selfLeaf(), m.owner.pid); err != nil {
+			return nil, err.Error()
 		}
-		// cgroup.procs moves the whole thread group (cgroup-v2.rst,
-		// "Processes"); both groups are below the delegated one, so the
-		// delegation containment rule allows it.
-		if err := writeFile(leaf, "cgroup.procs", strconv.Itoa(m.owner.pid)); err != nil {
-			_ = unix.Rmdir(leaf)
-			return nil, fmt.Sprintf("move moat into its own leaf %s: %v", leaf, err)
-		}
-		m.log.Debug("moved this process into a leaf of its delegated cgroup", "dir", leaf)
-	} else if !moved && len(procs) == 0 {
-		removeDeadSelfLeaves(self)
+		m.log.Debug("moved this process into a leaf of its delegated cgroup", "dir", loan.leaf)
+	case !moved && len(procs) == 0:
+		removeDeadSelfLeaves(group)
 	}
 	var p Posture
 	p.Layout = m.posture.Layout
-	t, reason := newV2TreeAt(h, base, parent, &p)
+	t, reason := newV2TreeAt(h, group, parent, &p)
+	if loan != nil {
+		loan.use(t)
+	}
 	if t == nil || p.Degraded() {
 		if t != nil {
 			_ = t.close()
+		}
+		if loan != nil {
+			if err := loan.releaseLocked(); err != nil {
+				m.log.Warn("give back the delegated cgroup", "err", err)
+			}
 		}
 		if reason == "" {
 			reason = p.Memory.Reason + "; " + p.Pids.Reason + "; " + p.CPU.Reason
@@ -152,6 +156,7 @@ func (m *Manager) inDelegated(h *Host, parent string) (*v2Tree, string) {
 		return nil, reason
 	}
 	m.posture = p
+	m.loan = loan
 	return t, ""
 }
 

@@ -61,7 +61,7 @@ func startScope(address string, o owner, log *slog.Logger) (string, error) {
 	stopDeadScopes(ctx, conn, log)
 	name := scopePrefix + strconv.Itoa(o.pid) + "-" + strconv.FormatUint(o.start, 10) + ".scope"
 	props := []sd.Property{
-		sd.PropDescription("moat sandboxes of process " + strconv.Itoa(o.pid)),
+		sd.PropDescription(scopeDescription(o.pid)),
 		sd.PropPids(uint32(o.pid)),
 		{Name: "Delegate", Value: dbus.MakeVariant(true)},
 		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
@@ -84,7 +84,11 @@ func startScope(address string, o owner, log *slog.Logger) (string, error) {
 
 // stopDeadScopes stops moat's scopes whose owner is gone: a scope whose
 // processes all exited is already gone, so these still hold a sandbox a
-// killed moat left running; stopping the scope kills it.
+// killed moat left running; stopping the scope kills it. A scope counts as
+// moat's only when its name is exactly startScope's (moat-PID-START.scope,
+// both plain decimals) and its description is the one startScope gave it:
+// a unit another program of the user named in a similar pattern is never
+// stopped, nor one whose owner (pid and start time) still runs.
 func stopDeadScopes(ctx context.Context, conn *sd.Conn, log *slog.Logger) {
 	units, err := conn.ListUnitsByPatternsContext(ctx, nil, []string{scopePrefix + "*.scope"})
 	if err != nil {
@@ -93,7 +97,7 @@ func stopDeadScopes(ctx context.Context, conn *sd.Conn, log *slog.Logger) {
 	}
 	for _, u := range units {
 		o, ok := parseScopeName(u.Name)
-		if !ok || o.alive() {
+		if !ok || u.Description != scopeDescription(o.pid) || o.alive() {
 			continue
 		}
 		log.Info("stopping the systemd scope of a moat process that is gone", "scope", u.Name, "owner", o.pid)
@@ -110,16 +114,23 @@ func stopDeadScopes(ctx context.Context, conn *sd.Conn, log *slog.Logger) {
 	}
 }
 
-// parseScopeName is the inverse of startScope's naming.
+// scopeDescription is the Description= of the scope moat asks for.
+func scopeDescription(pid int) string { return "moat sandboxes of process " + strconv.Itoa(pid) }
+
+// parseScopeName is the inverse of startScope's naming: exactly
+// moat-PID-START.scope, both canonical decimals; ok is false for anything
+// else.
 func parseScopeName(name string) (owner, bool) {
-	s, ok := strings.CutPrefix(name, scopePrefix)
-	if !ok {
+	s, ok1 := strings.CutPrefix(name, scopePrefix)
+	s, ok2 := strings.CutSuffix(s, ".scope")
+	pidS, startS, ok3 := strings.Cut(s, "-")
+	if !ok1 || !ok2 || !ok3 {
 		return owner{}, false
 	}
-	s, ok = strings.CutSuffix(s, ".scope")
-	if !ok {
+	pid, err1 := strconv.Atoi(pidS)
+	start, err2 := strconv.ParseUint(startS, 10, 64)
+	if err1 != nil || err2 != nil || pid <= 0 || strconv.Itoa(pid) != pidS || strconv.FormatUint(start, 10) != startS {
 		return owner{}, false
 	}
-	o, _, ok := parseLeafName(s + "-x")
-	return o, ok
+	return owner{pid: pid, start: start}, true
 }

@@ -34,6 +34,24 @@ func testUserBus() string {
 	return ""
 }
 
+// requireUserManager skips the test plainly ("not this layout") unless it
+// runs as an unprivileged user with a systemd user manager on pure cgroup
+// v2 (the Vagrant VM's user pass), and returns that manager's bus.
+func requireUserManager(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		t.Skip("not this layout: runs as an unprivileged user with a systemd user manager")
+	}
+	if h := mustDetect(t); h.Layout != Unified {
+		t.Skipf("not this layout: needs pure cgroup v2 (layout %v)", h.Layout)
+	}
+	bus := testUserBus()
+	if bus == "" {
+		t.Skip("not this layout: no systemd user bus ($DBUS_SESSION_BUS_ADDRESS, $XDG_RUNTIME_DIR/bus)")
+	}
+	return bus
+}
+
 // undelegated makes, below this test's own (delegated) cgroup, a group
 // whose cgroup.controllers is empty: its parent never enables a controller
 // for it. A process started there is where a login shell's processes are
@@ -72,17 +90,7 @@ func TestSystemdScopeWithoutWrapper(t *testing.T) {
 		scopeChild(t, bus)
 		return
 	}
-	if os.Geteuid() == 0 {
-		t.Skip("not this layout: runs as an unprivileged user with a systemd user manager")
-	}
-	h := mustDetect(t)
-	if h.Layout != Unified {
-		t.Skipf("not this layout: needs pure cgroup v2 (layout %v)", h.Layout)
-	}
-	bus := testUserBus()
-	if bus == "" {
-		t.Skip("not this layout: no systemd user bus ($DBUS_SESSION_BUS_ADDRESS, $XDG_RUNTIME_DIR/bus)")
-	}
+	bus := requireUserManager(t)
 	dir := undelegated(t)
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -282,16 +290,7 @@ func TestDelegatedCgroupUsedAsIs(t *testing.T) {
 		t.Run("pids.max", func(t *testing.T) { checkPidsLimit(t, m) })
 		return
 	}
-	if os.Geteuid() == 0 {
-		t.Skip("not this layout: runs as an unprivileged user with a systemd user manager")
-	}
-	if h := mustDetect(t); h.Layout != Unified {
-		t.Skipf("not this layout: needs pure cgroup v2 (layout %v)", h.Layout)
-	}
-	bus := testUserBus()
-	if bus == "" {
-		t.Skip("not this layout: no systemd user bus ($DBUS_SESSION_BUS_ADDRESS, $XDG_RUNTIME_DIR/bus)")
-	}
+	bus := requireUserManager(t)
 	if _, err := exec.LookPath("systemd-run"); err != nil {
 		t.Skip("not this layout: no systemd-run")
 	}

@@ -146,7 +146,7 @@ func TestV2DelegatedSubtreeAsNobody(t *testing.T) {
 	testenv.RequireRoot(t)
 	h := requireUnified(t)
 	for _, c := range v2Wanted {
-		if why := enableDown([]string{h.Unified}, c); why != "" {
+		if why := enableDown([]string{h.Unified}, c, map[string][]string{}); why != "" {
 			testenv.Skipf(t, "the %s controller cannot be enabled at the cgroup2 root: %s", c, why)
 		}
 	}

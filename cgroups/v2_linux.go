@@ -17,7 +17,10 @@ type v2Tree struct {
 	dir     string
 	made    []string
 	enabled []string // controllers enabled for the leaves (parent's subtree_control)
-	timeout time.Duration
+	// turnedOn: per level, the controllers this tree turned on in its
+	// subtree_control (levels that had them already are not listed).
+	turnedOn map[string][]string
+	timeout  time.Duration
 }
 
 // v2Wanted are the controllers moat enables for its leaves.
@@ -45,7 +48,7 @@ func newV2Tree(h *Host, parent string, p *Posture) (*v2Tree, string) {
 // newV2TreeAt is newV2Tree below the group base (a directory of the
 // cgroup2 mount) instead of this process's own group.
 func newV2TreeAt(h *Host, base, parent string, p *Posture) (*v2Tree, string) {
-	t := &v2Tree{timeout: killTimeout}
+	t := &v2Tree{timeout: killTimeout, turnedOn: map[string][]string{}}
 	t.dir = filepath.Join(base, parent)
 	made, err := mkdirOwn(t.dir)
 	t.made = made
@@ -74,7 +77,7 @@ func newV2TreeAt(h *Host, base, parent string, p *Posture) (*v2Tree, string) {
 		}
 	} else {
 		for _, c := range v2Wanted {
-			why[c] = enableDown(levels, c)
+			why[c] = enableDown(levels, c, t.turnedOn)
 			if why[c] == "" {
 				t.enabled = append(t.enabled, c)
 			}
@@ -87,8 +90,9 @@ func newV2TreeAt(h *Host, base, parent string, p *Posture) (*v2Tree, string) {
 }
 
 // enableDown enables controller c in cgroup.subtree_control of every level,
-// top-down; it returns why it could not, or "".
-func enableDown(levels []string, c string) string {
+// top-down, noting in turnedOn each level it wrote; it returns why it could
+// not, or "".
+func enableDown(levels []string, c string, turnedOn map[string][]string) string {
 	for _, d := range levels {
 		on, err := fields(d, "cgroup.subtree_control")
 		if err != nil {
@@ -112,6 +116,7 @@ func enableDown(levels []string, c string) string {
 		case err != nil:
 			return fmt.Sprintf("enable %s in %s: %v", c, d, err)
 		}
+		turnedOn[d] = append(turnedOn[d], c)
 	}
 	return ""
 }

@@ -8,7 +8,8 @@ A package fails when its test binary exited non-zero or left no result. As
 root the binaries ran with MOAT_REQUIRE_ALL=1, so a capability skip already
 is a failure. As the ordinary user they ran without it (every test that needs
 root would fail otherwise); a capability skip there fails the package unless
-its reason is that root is needed. A few tests must have passed, so that a
+its reason is that root is needed; the same holds for the login pass (the
+user through an ssh login, make vagrant-test only). A few tests must have passed, so that a
 pure cgroup v2 path cannot silently stop being exercised (REQUIRED).
 
 A package with no result names the tests that were still running when the
@@ -45,10 +46,17 @@ REQUIRED = {
 # manager of its own (make vagrant-test sets MOAT_VM_SYSTEMD=1; the qemu
 # runner's guest has no systemd, and these skip there): limits from a
 # transient Delegate=yes scope moat asks for itself, with no wrapper.
+# "login" is vagrant-test.sh's login pass: the user through an ssh login, in
+# the session's own root-owned scope, with no wrapper; only the packages
+# named here run in it.
 REQUIRED_SYSTEMD = {
     "user": {
-        "cgroups": ["TestSystemdScopeWithoutWrapper", "TestDelegatedCgroupUsedAsIs"],
-        "cmd_moat": ["TestRunRootlessLimitsFromSystemdScope"],
+        "cgroups": ["TestSystemdScopeWithoutWrapper", "TestDelegatedCgroupUsedAsIs",
+                    "TestStopDeadScopes", "TestDelegatedGroupGivenBack", "TestDelegatedGroupKeptWhileASandboxRuns"],
+        "cmd_moat": ["TestRunRootlessLimitsFromSystemdScope", "TestRunGivesBackADelegatedGroup"],
+    },
+    "login": {
+        "cmd_moat": ["TestRunInLoginSession"],
     },
 }
 
@@ -100,8 +108,14 @@ def main():
     passed = failed = 0
     print(f"\n{'package':<22} {'identity':<6} {'result':<6} {'secs':>6} {'pass':>5} {'skip':>5} {'fail':>5}  notes")
     want = os.environ.get("MOAT_VM_WHO", "both")
-    for who in [w for w in ("root", "user") if want in ("both", w)]:
+    systemd = os.environ.get("MOAT_VM_SYSTEMD") == "1"
+    passes = [w for w in ("root", "user") if want in ("both", w)]
+    if systemd and want in ("both", "user"):
+        passes.append("login")
+    for who in passes:
         for name, _rel in pkgs:
+            if who == "login" and name not in REQUIRED_SYSTEMD["login"]:
+                continue
             base = os.path.join(results, who, name)
             log, rc, secs = read(base + ".log"), read(base + ".rc"), read(base + ".secs")
             notes = []
@@ -128,7 +142,7 @@ def main():
             np = len(re.findall(r"^\s*--- PASS", log, re.M))
             ns = len(re.findall(r"^\s*--- SKIP", log, re.M))
             nf = len(re.findall(r"^\s*--- FAIL", log, re.M))
-            if who == "user":
+            if who in ("user", "login"):
                 bad = [m.group(0) for m in CAP_SKIP.finditer(log) if not ROOT_ONLY.match(m.group(0))]
                 if bad:
                     ok = False
@@ -137,7 +151,7 @@ def main():
                 if roots:
                     notes.append(f"{roots} need root")
             required = REQUIRED.get(who, {}).get(name, [])
-            if os.environ.get("MOAT_VM_SYSTEMD") == "1":
+            if systemd:
                 required = required + REQUIRED_SYSTEMD.get(who, {}).get(name, [])
             for t in required:
                 # Not anchored: a child's stderr can land on the same line.

@@ -3,7 +3,9 @@
 # test): runs the test packages .ci/vm/plan sends to a VM inside the box,
 # first as root (MOAT_REQUIRE_ALL=1) in a system scope with Delegate=yes,
 # then as the ordinary login user (vagrant) in a scope of its lingering
-# systemd user manager with Delegate=yes, and prints the same per-package
+# systemd user manager with Delegate=yes, then the login-session tests as
+# that user through an ssh login (no wrapper: the session's own root-owned
+# scope), and prints the same per-package
 # summary as `make vm-test` (summary.py). Exits non-zero when a package
 # fails.
 #
@@ -46,7 +48,7 @@ as_user() { "${user_scope[@]}" "$@"; }
 
 t0=$(date +%s)
 rm -rf "$out"
-mkdir -p "$out/results/root" "$out/results/user"
+mkdir -p "$out/results/root" "$out/results/user" "$out/results/login"
 tests=${MOAT_TESTS:-}
 if [ -z "$tests" ]; then
   bash "$repo/.ci/vm/build-tests.sh" "$out/tests"
@@ -133,8 +135,40 @@ run_all() {
   cd /
 }
 
+# run_login: the tests that need a real login session, as $user through an
+# ssh login to this machine (sshd and pam_systemd: a session-N.scope of the
+# system manager, owned by root and delegated to no one, as a user who logs
+# in gets) with no wrapper of any kind. The key is made for this pass and
+# taken out of authorized_keys again after it.
+login_pkgs=(cmd_moat)
+login_run='^TestRunInLoginSession$'
+run_login() {
+  local name rel skip rc t key=$out/login-key auth=$home/.ssh/authorized_keys
+  ssh-keygen -q -t ed25519 -N '' -C "moat-login-pass" -f "$key"
+  cp -p "$auth" "$out/authorized_keys.orig"
+  cat "$key.pub" >>"$auth"
+  local ssh_as_user=(ssh -i "$key" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "$user@127.0.0.1")
+  "${ssh_as_user[@]}" 'echo "login session: $(cat /proc/self/cgroup), XDG_RUNTIME_DIR=$XDG_RUNTIME_DIR"' </dev/null >>"$out/results/facts.txt" 2>&1 || true
+  while read -r name rel skip; do
+    [[ " ${login_pkgs[*]} " == *" $name "* ]] || continue
+    t=$(date +%s.%N)
+    set +e
+    timeout -s QUIT -k 10 "$pkg_limit" "${ssh_as_user[@]}" "cd $repo/$rel && exec env --default-signal=INT,QUIT PATH=$PATH TMPDIR=/tmp \
+      MOAT_NSEXEC_TEST_PROBE=$tests/fixtures/rootfsprobe $tests/bin/$name.test -test.v -test.count=1 -test.timeout=$test_timeout '-test.run=$login_run'" \
+      </dev/null >"$out/results/login/$name.log" 2>&1
+    rc=$?
+    set -e
+    echo "$rc" >"$out/results/login/$name.rc"
+    awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f\n", b - a}' >"$out/results/login/$name.secs"
+    grep -E '^\s*--- (FAIL|SKIP)' "$out/results/login/$name.log" | sed "s/^/vagrant-test: login $name: /" | head -40 || true
+    echo "vagrant-test: login $name exit $rc in $(cat "$out/results/login/$name.secs") s"
+  done <"$tests/pkgs.txt"
+  cat "$out/authorized_keys.orig" >"$auth"
+}
+
 case $who in root | both) echo "vagrant-test: tests as root"; run_all root ;; esac
 case $who in user | both) echo "vagrant-test: tests as $user (uid $uid)"; run_all user ;; esac
+case $who in user | both) echo "vagrant-test: tests as $user in an ssh login session"; run_login ;; esac
 chmod -R a+rX "$out/results"
 
 set +e

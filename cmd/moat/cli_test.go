@@ -338,15 +338,7 @@ func TestRunRefusesAnExplicitLimitItCannotEnforce(t *testing.T) {
 	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
 		return
 	}
-	pv, err := native.New(native.WithPolicy(&policies.Policy{Unfiltered: true}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	posture := pv.Cgroups()
-	pv.Close()
-	if posture.Memory.Enforced {
-		t.Skip("not this layout: this user can enforce a memory limit here (a delegated cgroup); the refusal needs a host without one")
-	}
+	requireNoMemoryLimit(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	os.Chmod(filepath.Dir(marker), 0o777)
 	r := moat(t, "", "run", "--bind", filepath.Dir(marker)+":/m:rw", "--memory", "64M", "--", "/bin/sh", "-c", "touch /m/ran")
@@ -369,5 +361,85 @@ func TestRunRefusesAnExplicitLimitItCannotEnforce(t *testing.T) {
 	r = moat(t, "", "run", "--", "/bin/sh", "-c", "echo ok")
 	if r.code != 0 || r.stdout != "ok\n" {
 		t.Fatalf("moat run with the default policy's limits: %+v; want it to run degraded", r)
+	}
+}
+
+// requireNoMemoryLimit skips plainly where this user can enforce a memory
+// limit (a delegated cgroup): the refusal tests need a host without one.
+func requireNoMemoryLimit(t *testing.T) {
+	t.Helper()
+	pv, err := native.New(native.WithPolicy(&policies.Policy{Unfiltered: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	posture := pv.Cgroups()
+	pv.Close()
+	if posture.Memory.Enforced {
+		t.Skip("not this layout: this user can enforce a memory limit here (a delegated cgroup); the refusal needs a host without one")
+	}
+}
+
+// TestDispatchRefusesAnExplicitLimitItCannotEnforce: moat dispatch treats a
+// limit given with --memory, --pids, --cpus or a policy's limits.required
+// as moat run does. Where no cgroup can hold it (nobody on a host without
+// delegation) it stops with 125 and one line per limit naming it, why and the
+// fix, runs nothing and writes nothing to the ledger; with --allow-degraded it
+// runs. The limit flags belong to the native provider alone.
+func TestDispatchRefusesAnExplicitLimitItCannotEnforce(t *testing.T) {
+	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
+		return
+	}
+	requireNoMemoryLimit(t)
+	dir := t.TempDir()
+	ledgerPath := filepath.Join(dir, "effects.jsonl")
+	tool := []string{"--", "/bin/sh", "-c", "cat >/dev/null; echo 42"}
+	dispatch := func(args ...string) result {
+		return moat(t, "", append(append([]string{"dispatch", "--tool", "t", "--ledger", ledgerPath}, args...), tool...)...)
+	}
+	rows := func() int {
+		b, err := os.ReadFile(ledgerPath)
+		if os.IsNotExist(err) {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), "\n")
+	}
+
+	r := dispatch("--memory", "64M")
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if r.code != 125 || len(lines) != 1 || !strings.HasPrefix(lines[0], "moat dispatch: the memory limit (memory 64M) cannot be enforced") ||
+		!strings.Contains(lines[0], "fix: ") || !strings.Contains(lines[0], "--allow-degraded") || r.stdout != "" {
+		t.Fatalf("moat dispatch --memory 64M as uid %d: %+v; want exit 125 and one line naming the memory limit, why and the fix", os.Geteuid(), r)
+	}
+	if n := rows(); n != 0 {
+		t.Fatalf("the refused dispatch wrote %d ledger rows", n)
+	}
+	r = dispatch("--json", "--pids", "10", "--cpus", "0.5")
+	var got struct {
+		OK    bool
+		Error struct{ Code, Message string }
+	}
+	if r.code != 125 || !strings.Contains(r.stderr, "the pids limit (pids 10)") || !strings.Contains(r.stderr, "the cpu limit (cpus 0.5)") ||
+		json.Unmarshal([]byte(r.stdout), &got) != nil || got.OK || got.Error.Code != "config" {
+		t.Fatalf("moat dispatch --json --pids 10 --cpus 0.5: %+v; want 125 naming both limits and a config error on stdout", r)
+	}
+	// A policy's limits.required (the built-in strict one's), with no flag.
+	if r = dispatch("--policy", "strict"); r.code != 125 || !strings.Contains(r.stderr, "moat dispatch: the memory limit (memory ") {
+		t.Fatalf("moat dispatch --policy strict: %+v; want 125 naming the memory limit it requires", r)
+	}
+	if n := rows(); n != 0 {
+		t.Fatalf("the refused dispatches wrote %d ledger rows", n)
+	}
+	if r = dispatch("--allow-degraded", "--memory", "64M"); r.code != 0 || strings.TrimSpace(r.stdout) != "42" {
+		t.Fatalf("moat dispatch --allow-degraded --memory 64M: %+v; want it to run", r)
+	}
+	if n := rows(); n != 2 {
+		t.Fatalf("the dispatch that ran wrote %d ledger rows, want an intent and an outcome", n)
+	}
+	r = moat(t, "", "dispatch", "--tool", "t", "--executor", "subprocess", "--memory", "64M", "--", "/bin/true")
+	if r.code != 64 || !strings.Contains(r.stderr, "apply to --executor native only") {
+		t.Fatalf("moat dispatch --executor subprocess --memory 64M: %+v; want a usage error", r)
 	}
 }

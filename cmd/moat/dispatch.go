@@ -29,6 +29,8 @@ type dispatchFlags struct {
 	asJSON                                                            bool
 	logFormat                                                         string
 	logger                                                            *slog.Logger
+	limits                                                            *limitFlags
+	pol                                                               *policies.Policy // native: the policy, once loaded
 }
 
 // dispatchCmd runs one full provider dispatch: the request goes through the
@@ -52,13 +54,16 @@ func dispatchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of the tool (default: the policy's, or 30s)")
 	fs.BoolVar(&f.asJSON, "json", false, "print the result or the error as one JSON object on stdout")
 	logFormat := logFormatFlag(fs)
+	f.limits = addLimitFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: moat dispatch --tool NAME [flags] -- CMD [ARG...]
 
 Runs CMD as a tool program through a provider: it reads {"tool","args","idempotencyKey"}
 on stdin and writes its JSON result on stdout. The result is printed on stdout; a
 failure prints its typed error (code: message) on stderr.
-Exit status: 0 ok, 1 tool error, 125 sandbox error, 64 usage.
+Exit status: 0 ok, 1 tool error, 125 sandbox error (also: a limit named by --memory,
+--pids, --cpus or the policy's limits.required that this host cannot enforce, unless
+--allow-degraded), 64 usage.
 
 Example:
   moat dispatch --tool multiply --args '{"a":6,"b":7}' --ledger effects.jsonl -- python3 tool.py
@@ -122,12 +127,25 @@ Flags:
 		led = jl
 	}
 	p, tag, err := newProvider(&f, argv, led, stderr)
+	if err != nil && f.pol != nil && refused("moat dispatch", err, f.pol, stderr) {
+		// As moat run: a limit asked for and not enforceable runs nothing.
+		if f.asJSON {
+			b, _ := json.Marshal(map[string]any{"ok": false, "error": map[string]any{"code": executor.CodeOf(err), "message": err.Error()}})
+			fmt.Fprintln(stdout, string(b))
+		}
+		return exitSandbox
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "moat dispatch: %v\n", err)
 		if executor.CodeOf(err) == executor.CodeConfig || errors.Is(err, errUsage) {
 			return exitUsage
 		}
 		return exitSandbox
+	}
+	// The native provider gives back on Close what it took (its cgroup,
+	// a delegated group it moved moat out of).
+	if c, ok := p.(io.Closer); ok {
+		defer c.Close()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -148,6 +166,11 @@ func newProvider(f *dispatchFlags, argv []string, led executor.Ledger, stderr io
 		if err != nil {
 			return nil, "", fmt.Errorf("%w: %v", errUsage, err)
 		}
+		f.limits.apply(pol)
+		if err := pol.Validate(); err != nil {
+			return nil, "", fmt.Errorf("%w: %v", errUsage, err)
+		}
+		f.pol = pol
 		opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithCommand(argv[0], argv[1:]...), native.WithAllowEnv("PATH"), native.WithLogger(f.logger))
 		if f.timeout != 0 {
 			opts = append(opts, native.WithTimeout(f.timeout))
@@ -157,6 +180,11 @@ func newProvider(f *dispatchFlags, argv []string, led executor.Ledger, stderr io
 		}
 		p, err := native.New(opts...)
 		return p, "subprocess", err
+	}
+	if f.limits.given() {
+		return nil, "", fmt.Errorf("%w: --memory, --pids, --cpus and --allow-degraded apply to --executor native only", errUsage)
+	}
+	switch f.flavour {
 	case "subprocess":
 		opts := []subprocess.Option{subprocess.WithCommand(argv[0], argv[1:]...), subprocess.WithAllowEnv("PATH", "LANG"), subprocess.WithTimeout(f.timeout)}
 		if led != nil {

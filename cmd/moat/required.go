@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -8,6 +9,44 @@ import (
 	"github.com/moat-sandbox/moat/cgroups"
 	"github.com/moat-sandbox/moat/policies"
 )
+
+// limitFlags are the limit flags `moat run` and `moat dispatch` share.
+type limitFlags struct {
+	memory        *string
+	pids          *int64
+	cpus          *float64
+	allowDegraded *bool
+}
+
+// addLimitFlags defines --memory, --pids, --cpus and --allow-degraded on fs.
+func addLimitFlags(fs *flag.FlagSet) *limitFlags {
+	return &limitFlags{
+		memory:        fs.String("memory", "", "memory limit, e.g. 256M (default from the policy); swap is off"),
+		pids:          fs.Int64("pids", 0, "process and thread limit (default from the policy)"),
+		cpus:          fs.Float64("cpus", 0, "CPU bandwidth in CPUs, e.g. 0.5 (default from the policy)"),
+		allowDegraded: fs.Bool("allow-degraded", false, "run even when a limit named by --memory, --pids, --cpus or the policy's limits.required cannot be enforced here (the sandbox then has rlimits and the wall-clock kill only)"),
+	}
+}
+
+// given reports whether any of the flags was set.
+func (l *limitFlags) given() bool {
+	return *l.memory != "" || *l.pids != 0 || *l.cpus != 0 || *l.allowDegraded
+}
+
+// apply puts the flags into the policy: the limits given override the
+// policy's, and are required unless --allow-degraded.
+func (l *limitFlags) apply(pol *policies.Policy) {
+	if *l.memory != "" {
+		pol.Limits.Memory = policies.Size(*l.memory)
+	}
+	if *l.pids != 0 {
+		pol.Limits.Pids = *l.pids
+	}
+	if *l.cpus != 0 {
+		pol.Limits.CPUs = *l.cpus
+	}
+	pol.Limits.Required = requiredLimits(pol.Limits.Required, *l.memory != "", *l.pids != 0, *l.cpus != 0, *l.allowDegraded)
+}
 
 // requiredLimits is what `moat run` must enforce or refuse to run: a limit
 // typed on the command line is a requirement, not a wish, and so is what the
@@ -31,8 +70,9 @@ func requiredLimits(fromPolicy []string, memory, pids, cpus, allowDegraded bool)
 }
 
 // refused prints one line per required limit the host cannot enforce,
-// naming the limit, why and the fix, and reports whether err was that.
-func refused(err error, pol *policies.Policy, stderr io.Writer) bool {
+// naming the limit, why and the fix, and reports whether err was that; cmd
+// is the command's name ("moat run").
+func refused(cmd string, err error, pol *policies.Policy, stderr io.Writer) bool {
 	var reqs []*cgroups.RequiredError
 	var walk func(error)
 	walk = func(e error) {
@@ -53,8 +93,8 @@ func refused(err error, pol *policies.Policy, stderr io.Writer) bool {
 	}
 	walk(err)
 	for _, re := range reqs {
-		fmt.Fprintf(stderr, "moat run: the %s limit (%s) cannot be enforced on this host: %s; fix: %s; or pass --allow-degraded to run without it\n",
-			re.Limit, limitSetting(re.Limit, pol), re.Reason, re.Fix)
+		fmt.Fprintf(stderr, "%s: the %s limit (%s) cannot be enforced on this host: %s; fix: %s; or pass --allow-degraded to run without it\n",
+			cmd, re.Limit, limitSetting(re.Limit, pol), re.Reason, re.Fix)
 	}
 	return len(reqs) > 0
 }

@@ -54,10 +54,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	uid := fs.Uint("uid", 0, "uid inside the sandbox (default from the policy, 1000)")
 	gid := fs.Uint("gid", 0, "gid inside the sandbox (default from the policy, 1000)")
 	timeout := fs.Duration("timeout", 0, "wall-clock limit, e.g. 30s (default from the policy); exit status 124 when hit")
-	memory := fs.String("memory", "", "memory limit, e.g. 256M (default from the policy); swap is off")
-	pids := fs.Int64("pids", 0, "process and thread limit (default from the policy)")
-	cpus := fs.Float64("cpus", 0, "CPU bandwidth in CPUs, e.g. 0.5 (default from the policy)")
-	allowDegraded := fs.Bool("allow-degraded", false, "run even when a limit named by --memory, --pids, --cpus or the policy's limits.required cannot be enforced here (the sandbox then has rlimits and the wall-clock kill only)")
+	limits := addLimitFlags(fs)
 	cgroupParent := fs.String("cgroup-parent", "", "create the sandbox's cgroup under this delegated group (relative: below moat's own cgroup; absolute: below each hierarchy's root)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: moat run [flags] -- CMD [ARG...]
@@ -112,16 +109,7 @@ Flags:
 		}
 		pol.Identity = &id
 	}
-	if *memory != "" {
-		pol.Limits.Memory = policies.Size(*memory)
-	}
-	if *pids != 0 {
-		pol.Limits.Pids = *pids
-	}
-	if *cpus != 0 {
-		pol.Limits.CPUs = *cpus
-	}
-	pol.Limits.Required = requiredLimits(pol.Limits.Required, *memory != "", *pids != 0, *cpus != 0, *allowDegraded)
+	limits.apply(pol)
 	if err := pol.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
@@ -167,7 +155,7 @@ Flags:
 	}
 	p, err := native.New(opts...)
 	if err != nil {
-		if refused(err, pol, stderr) {
+		if refused("moat run", err, pol, stderr) {
 			return exitSandbox
 		}
 		fmt.Fprintf(stderr, "moat run: %v\n", err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,18 +16,18 @@ import (
 	"time"
 
 	"github.com/moat-sandbox/moat/cgroups"
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	"golang.org/x/sys/unix"
 )
 
 // TestRunRootlessLimitsFromSystemdScope: `moat run` as an ordinary user,
 // started where a login shell's processes are on a systemd host (a cgroup
-// that offers no controller), with no systemd-run wrapper, enforces
-// --memory (an OOM kill, reported as such: executor code oom, exit 137),
-// --pids (a fork bomb stops) and --cpus through the Delegate=yes scope it
-// gets from the user's systemd manager; two runs at once each get one; no
-// scope is left once they exit; moat doctor says where the limits come
-// from. It needs a systemd user manager (the Vagrant VM's user pass) and
-// skips plainly elsewhere.
+// that offers no controller), with no systemd-run wrapper, enforces its
+// limits through the Delegate=yes scope it gets from the user's systemd
+// manager (rootlessLimits says which). Here that group is one below the
+// test's own, in the user manager's tree; TestRunInLoginSession is the
+// root-owned session scope itself. It needs a systemd user manager (the
+// Vagrant VM's user pass) and skips plainly elsewhere.
 func TestRunRootlessLimitsFromSystemdScope(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Skip("not this layout: runs as an unprivileged user with a systemd user manager")
@@ -46,11 +47,72 @@ func TestRunRootlessLimitsFromSystemdScope(t *testing.T) {
 		t.Skipf("not this layout: cannot make a group below this test's cgroup %s: %v", h.SelfUnified, err)
 	}
 	t.Cleanup(func() { unix.Rmdir(dir); unix.Rmdir(base) })
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
+	rootlessLimits(t, func(cmd *exec.Cmd) error { return testenv.StartIn(dir, cmd) })
+	if procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs")); len(procs) != 0 {
+		t.Errorf("processes left in %s: %s", dir, procs)
 	}
-	defer unix.Close(fd)
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		for _, e := range ents {
+			if e.IsDir() {
+				t.Errorf("left in %s: %s", dir, e.Name())
+			}
+		}
+	}
+}
+
+// forkBomb forks up to 200 sleeping children and prints how many it got.
+const forkBomb = "import os, time\nn = 0\ntry:\n    while n < 200:\n        if os.fork() == 0:\n            time.sleep(5)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    pass\nprint(n, flush=True)\nos._exit(0)\n"
+
+// sessionScope matches the scope logind gives a login session.
+var sessionScope = regexp.MustCompile(`^session-[0-9a-z]+\.scope$`)
+
+// TestRunInLoginSession: `moat run` as an ordinary user in a real login
+// session (an ssh login: sshd and pam_systemd put its processes in a
+// session-N.scope of the system manager, owned by root and delegated to
+// nobody), with no wrapper of any kind. The user's manager cannot move a
+// process out of a group it does not own: it has the system manager do it
+// (AttachProcessesToUnit), as for podman's and crun's scopes; this is the
+// test that this path works for moat's (rootlessLimits says what it
+// checks). The Vagrant VM's login pass runs it over ssh; it skips plainly
+// outside a session scope.
+func TestRunInLoginSession(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("not this layout: runs as an ordinary user in a login session")
+	}
+	h, err := cgroups.Detect()
+	if err != nil || h.Layout != cgroups.Unified {
+		t.Skipf("not this layout: needs pure cgroup v2 (%v)", err)
+	}
+	if !sessionScope.MatchString(filepath.Base(h.SelfUnified)) {
+		t.Skipf("not this layout: %s is not a login session's scope (vagrant-test.sh's login pass runs this over ssh)", h.SelfUnified)
+	}
+	if unix.Access(filepath.Join(h.SelfUnified, "cgroup.procs"), unix.W_OK) == nil {
+		t.Fatalf("the session scope %s is writable by uid %d: not the undelegated case this test is for", h.SelfUnified, os.Geteuid())
+	}
+	if userBus() == "" {
+		t.Fatal("a login session with no systemd user bus ($DBUS_SESSION_BUS_ADDRESS, $XDG_RUNTIME_DIR/bus): pam_systemd did not run")
+	}
+	t.Logf("in %s, bus %s", h.SelfUnified, userBus())
+	rootlessLimits(t, func(cmd *exec.Cmd) error { return cmd.Start() })
+	// Nothing of moat stays in the session scope: no process but this
+	// test's own (and the ssh session's), no group below it.
+	if ents, _ := os.ReadDir(h.SelfUnified); len(ents) != 0 {
+		for _, e := range ents {
+			if e.IsDir() {
+				t.Errorf("left in %s: %s", h.SelfUnified, e.Name())
+			}
+		}
+	}
+}
+
+// rootlessLimits runs moat, each process started by start with no
+// wrapper, and checks that --memory (an OOM kill, reported as such: exit
+// 137 from moat run, error code oom from moat dispatch), --pids (a fork
+// bomb stops) and --cpus are enforced through a scope moat got from the
+// user's systemd manager, that two runs at once each get one, that no
+// scope is left once they exit, and that moat doctor says where the limits
+// come from.
+func rootlessLimits(t *testing.T, start func(*exec.Cmd) error) {
 	var (
 		mu   sync.Mutex
 		pids []int
@@ -61,9 +123,8 @@ func TestRunRootlessLimitsFromSystemdScope(t *testing.T) {
 		cmd.Dir = os.TempDir()
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
-		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start moat in %s: %v", dir, err)
+		if err := start(cmd); err != nil {
+			t.Fatalf("start moat: %v", err)
 		}
 		mu.Lock()
 		pids = append(pids, cmd.Process.Pid)
@@ -86,10 +147,17 @@ func TestRunRootlessLimitsFromSystemdScope(t *testing.T) {
 		if r.code != 128+int(syscall.SIGKILL) || !strings.Contains(r.stderr, "killed by the kernel at its memory limit of 67108864 bytes") {
 			t.Fatalf("moat run --memory 64M allocating 256 MiB: %+v; want 137 and the OOM message", r)
 		}
+		r = run(t, "dispatch", "--json", "--tool", "hog", "--memory", "64M", "--", "python3", "-c", "b = bytearray(256 << 20)")
+		var got struct {
+			OK    bool
+			Error struct{ Code, Message string }
+		}
+		if r.code != 1 || json.Unmarshal([]byte(r.stdout), &got) != nil || got.OK || got.Error.Code != "oom" {
+			t.Fatalf("moat dispatch --memory 64M allocating 256 MiB: %+v; want exit 1 and error code oom", r)
+		}
 	})
 	t.Run("pids", func(t *testing.T) {
-		bomb := "import os, time\nn = 0\ntry:\n    while n < 200:\n        if os.fork() == 0:\n            time.sleep(5)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    pass\nprint(n, flush=True)\nos._exit(0)\n"
-		r := run(t, "run", "--pids", "16", "--", "python3", "-c", bomb)
+		r := run(t, "run", "--pids", "16", "--", "python3", "-c", forkBomb)
 		n, err := strconv.Atoi(strings.TrimSpace(r.stdout))
 		if r.code != 0 || err != nil || n >= 16 {
 			t.Fatalf("fork bomb under --pids 16: %+v; want it stopped below 16 children", r)
@@ -143,15 +211,35 @@ func TestRunRootlessLimitsFromSystemdScope(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		if procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs")); len(procs) != 0 {
-			t.Errorf("processes left in %s: %s", dir, procs)
-		}
-		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-			for _, e := range ents {
-				if e.IsDir() {
-					t.Errorf("left in %s: %s", dir, e.Name())
-				}
-			}
-		}
 	})
+}
+
+// TestRunGivesBackADelegatedGroup: moat run started alone in a delegated
+// group (a service's or a scope's own) moves itself into a leaf there and
+// turns controllers on to enforce its limits; when it exits the group is as
+// it was (no controller on, nothing below, a process can be started in it
+// again), so a second moat run in the reused group works as the first did.
+// It needs a systemd user manager (the Vagrant VM's user pass) and skips
+// plainly elsewhere.
+func TestRunGivesBackADelegatedGroup(t *testing.T) {
+	if testenv.InDelegatedScope(t) {
+		return
+	}
+	group := testenv.DelegatedGroup(t)
+	for _, run := range []string{"first", "second"} {
+		args := []string{"run", "--pids", "16", "--memory", "64M", "--", "python3", "-c", forkBomb}
+		cmd := exec.Command(moatBin(t), args...)
+		cmd.Dir = os.TempDir()
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := testenv.StartIn(group, cmd); err != nil {
+			t.Fatalf("start the %s moat run in %s: %v", run, group, err)
+		}
+		r := exitResult(t, cmd.Wait(), args, &out, &errb)
+		n, err := strconv.Atoi(strings.TrimSpace(r.stdout))
+		if r.code != 0 || err != nil || n >= 16 {
+			t.Fatalf("the %s moat run in %s, a fork bomb under --pids 16: %+v; want it stopped below 16 children", run, group, r)
+		}
+		testenv.CheckGivenBack(t, group)
+	}
 }

@@ -219,6 +219,9 @@ func setupCgroups(l *launcher, o *options, pol *policies.Policy) error {
 		}
 	}
 	if err := l.cgPosture.Require(required...); err != nil {
+		if l.ownCgroups {
+			l.cgroups.Close() // nothing will run: give back what New took
+		}
 		return &executor.Error{Code: executor.CodeConfig, Err: err,
 			Message: fmt.Sprintf("native: policy %q requires limits this host cannot enforce: %v", pol.Name, err)}
 	}
