@@ -358,7 +358,7 @@ func TestSocketDirectoryMustBePrivate(t *testing.T) {
 	if err := osChmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(WithDir(dir)); err == nil || !strings.Contains(err.Error(), "0700") {
+	if _, err := New(WithDir(dir)); err == nil || !strings.Contains(err.Error(), "0711") {
 		t.Errorf("a socket directory others can enter: %v", err)
 	}
 }

@@ -19,6 +19,8 @@ package egress
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,9 +28,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -60,7 +60,6 @@ type Proxy struct {
 	maxConns    int
 	dialTimeout time.Duration
 	hostAddrs   func() ([]netip.Addr, error)
-	seq         atomic.Uint64
 
 	mu     sync.Mutex
 	open   map[*Sandbox]struct{}
@@ -85,8 +84,8 @@ func WithMaxConns(n int) Option { return func(p *Proxy) { p.maxConns = n } }
 // DefaultDialTimeout).
 func WithDialTimeout(d time.Duration) Option { return func(p *Proxy) { p.dialTimeout = d } }
 
-// WithDir puts the sandboxes' sockets in dir, which must be a directory
-// only this user can enter (0700); by default New creates one under
+// WithDir puts the sandboxes' sockets in dir, a directory nobody else may
+// list or write (0700 or 0711); by default New creates one (0711) under
 // os.TempDir() and Close removes it.
 func WithDir(dir string) Option { return func(p *Proxy) { p.dir = dir } }
 
@@ -105,6 +104,9 @@ func New(opts ...Option) (*Proxy, error) {
 	}
 	if p.dir == "" {
 		dir, err := os.MkdirTemp("", "moat-egress-")
+		if err == nil {
+			err = os.Chmod(dir, 0o711)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("egress: create the socket directory: %w", err)
 		}
@@ -115,15 +117,15 @@ func New(opts ...Option) (*Proxy, error) {
 	return p, nil
 }
 
-// checkDir refuses a socket directory that others could enter: a socket
-// in it is a door to every allowed host.
+// checkDir refuses a socket directory that others could list or write: a
+// socket in it is a door to every allowed host.
 func checkDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("egress: socket directory: %w", err)
 	}
-	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("egress: socket directory %s must be a real directory with mode 0700 (it is %v)", dir, fi.Mode())
+	if !fi.IsDir() || fi.Mode().Perm()&0o066 != 0 {
+		return fmt.Errorf("egress: socket directory %s must be a real directory with mode 0700 or 0711 (it is %v)", dir, fi.Mode())
 	}
 	return nil
 }
@@ -135,16 +137,19 @@ func (p *Proxy) Open(allow *Allowlist, attrs ...any) (*Sandbox, error) {
 	if allow == nil {
 		return nil, errors.New("egress: open a sandbox: no allowlist")
 	}
-	path := filepath.Join(p.dir, strconv.FormatUint(p.seq.Add(1), 10)+".sock")
+	var name [16]byte
+	rand.Read(name[:])
+	path := filepath.Join(p.dir, hex.EncodeToString(name[:])+".sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("egress: listen: %w", err)
 	}
 	ln.SetUnlinkOnClose(true)
-	// The sandbox's tool runs as another id than this process (root's
-	// sandboxes) and must be able to connect; the 0700 directory keeps
-	// everyone else on the host away, and inside the sandbox only this
-	// sandbox's socket is bound.
+	// The sandbox runs as another host id than this process (root's
+	// sandboxes), which must open the socket to bind it and connect to it:
+	// the directory is 0711, so the name, 128 random bits, is the only way
+	// in for anyone else on the host, and inside a sandbox only its own
+	// socket is bound.
 	if err := os.Chmod(path, 0o666); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("egress: chmod the socket: %w", err)
