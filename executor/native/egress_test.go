@@ -1,0 +1,218 @@
+package native_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/executor/egress"
+	"github.com/moat-sandbox/moat/executor/native"
+	"github.com/moat-sandbox/moat/policies"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// testNames is the proxy's resolver in these tests: there is no internet
+// here, so the allowed names lead to servers on the host's loopback.
+type testNames map[string]string
+
+func (n testNames) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := n[host]; ok {
+		return []netip.Addr{netip.MustParseAddr(a)}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+var names = testNames{"api.test": "127.0.0.1", "rebind.test": "127.0.0.2", "private.test": "10.1.2.3"}
+
+// egressPolicy is the default policy with an allowlist; 127.0.0.1/32 is
+// named so the local servers are reachable at all.
+func egressPolicy(t *testing.T) *policies.Policy {
+	pol, err := policies.Builtin("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol.Egress = &policies.Egress{Allow: []string{"api.test", "rebind.test", "private.test"}, CIDRs: []string{"127.0.0.1/32"}}
+	return pol
+}
+
+// servers are the test's destinations: HTTPS with a certificate for
+// api.test from a CA the sandbox gets (so the tool verifies it: the tunnel
+// is end to end), and plain HTTP.
+type servers struct {
+	tls, plain *httptest.Server
+	caDir      string
+}
+
+func (s *servers) port(srv *httptest.Server) string {
+	u, _ := url.Parse(srv.URL)
+	return u.Port()
+}
+
+func startServers(t *testing.T) *servers {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "moat test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2),
+		DNSNames: []string{"api.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello from %s", r.Host) })
+	s := &servers{tls: httptest.NewUnstartedServer(hello), plain: httptest.NewServer(hello)}
+	s.tls.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}}
+	s.tls.StartTLS()
+	t.Cleanup(s.tls.Close)
+	t.Cleanup(s.plain.Close)
+	// A directory the sandbox's host id can read (root's sandboxes run as
+	// another id).
+	dir, err := os.MkdirTemp("", "moat-egress-ca-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.caDir = dir
+	return s
+}
+
+// egressProvider is a provider of pol on a shared proxy.
+func egressProvider(t *testing.T, proxy *egress.Proxy, pol *policies.Policy, extra ...native.Option) *native.Provider {
+	t.Helper()
+	p, err := native.New(append([]native.Option{native.WithPolicy(pol), native.WithoutCgroups(), native.WithTimeout(30 * time.Second),
+		native.WithEgressProxy(proxy)}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func newTestProxy(t *testing.T, opts ...egress.Option) *egress.Proxy {
+	t.Helper()
+	proxy, err := egress.New(append([]egress.Option{egress.WithResolver(names)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	return proxy
+}
+
+// shellIn runs script under p with the CA bound at /ca and returns its
+// combined output.
+func shellIn(t *testing.T, p *native.Provider, caDir, script string) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	done := make(chan struct{})
+	go func() { bufio.NewReader(r).WriteTo(&out); close(done) }()
+	_, err = p.Run(context.Background(), &native.Command{
+		Args: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin", "HOME=/work", "HTTPS_PROXY=http://evil.invalid:1"},
+		Stdout: w, Stderr: w,
+	})
+	w.Close()
+	<-done
+	r.Close()
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	return out.String()
+}
+
+// TestEgressThroughTheProxyOnly: curl and python's urllib reach the allowed
+// name over TLS (verified against the test CA) and plain HTTP through the
+// proxy environment; every other way out fails, each with its own error.
+func TestEgressThroughTheProxyOnly(t *testing.T) { asRootAndNobody(t, testEgressThroughTheProxyOnly) }
+
+func testEgressThroughTheProxyOnly(t *testing.T) {
+	srv := startServers(t)
+	proxy := newTestProxy(t)
+	var mu sync.Mutex
+	var usage egress.Usage
+	p := egressProvider(t, proxy, egressPolicy(t), native.WithEgressUsage(func(_ *executor.Request, u egress.Usage) {
+		mu.Lock()
+		usage = u
+		mu.Unlock()
+	}), native.WithBinds(specs.Mount{Source: srv.caDir, Destination: "/ca", Options: []string{"ro"}}))
+	other, err := proxy.Open(&egress.Allowlist{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tlsPort, plainPort := srv.port(srv.tls), srv.port(srv.plain)
+	steps := []struct{ name, cmd, want string }{
+		{"curl https", "curl -sS --cacert /ca/ca.pem https://api.test:" + tlsPort + "/", "hello from api.test:" + tlsPort},
+		{"curl http", "curl -sS http://api.test:" + plainPort + "/", "hello from api.test:" + plainPort},
+		{"urllib https", `python3 -c 'import ssl,urllib.request as u; print(u.urlopen("https://api.test:` + tlsPort + `/", context=ssl.create_default_context(cafile="/ca/ca.pem")).read().decode())'`, "hello from api.test:" + tlsPort},
+		{"urllib http", `python3 -c 'import urllib.request as u; print(u.urlopen("http://api.test:` + plainPort + `/").read().decode())'`, "hello from api.test:" + plainPort},
+		{"curl socks5h", "curl -sS --proxy socks5h://127.0.0.1:3128 http://api.test:" + plainPort + "/", "hello from api.test:" + plainPort},
+		{"unlisted name, http", "curl -sS http://unlisted.test:" + plainPort + "/", "unlisted.test is not on the policy's egress allowlist"},
+		{"unlisted name, https", "curl -sS https://unlisted.test:" + tlsPort + "/", "CONNECT tunnel failed, response 403"},
+		{"unlisted name, urllib", `python3 -c 'import urllib.request as u; u.urlopen("http://unlisted.test:` + plainPort + `/")' 2>&1 | tail -1`, "HTTP Error 403: Forbidden"},
+		{"raw IP", "curl -sS http://10.0.0.1/", "a raw IP address is allowed only inside the policy's egress.cidrs"},
+		{"raw loopback IP", "curl -sS --noproxy '' -x http://127.0.0.1:3128 http://127.0.0.2:" + plainPort + "/", "a raw IP address is allowed only inside"},
+		{"name resolving to loopback", "curl -sS http://rebind.test:" + plainPort + "/", "127.0.0.2 is loopback"},
+		{"name resolving to a private address", "curl -sS http://private.test/", "10.1.2.3 is private"},
+		{"socks5h unlisted", "curl -sS --proxy socks5h://127.0.0.1:3128 http://unlisted.test/", "SOCKS5 connection to unlisted.test. (2)"},
+		{"direct to the host's loopback server", "curl -sS --noproxy '*' http://127.0.0.1:" + plainPort + "/", "Failed to connect to 127.0.0.1"},
+		{"direct by name", "curl -sS --noproxy '*' http://api.test:" + plainPort + "/", "Could not resolve host: api.test"},
+		{"direct to the host's address", `python3 -c 'import socket; socket.create_connection(("192.0.2.2", 80), 3)' 2>&1 | tail -1`, "Network is unreachable"},
+		{"another sandbox's socket", `python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect("` + other.Socket() + `")' 2>&1 | tail -1`, "No such file or directory"},
+	}
+	var script strings.Builder
+	for i, s := range steps {
+		fmt.Fprintf(&script, "echo '<<%d>>'; %s; echo\n", i, s.cmd)
+	}
+	out := shellIn(t, p, srv.caDir, script.String())
+	for i, s := range steps {
+		part := out[strings.Index(out, fmt.Sprintf("<<%d>>", i)):]
+		if j := strings.Index(part, fmt.Sprintf("<<%d>>", i+1)); j >= 0 {
+			part = part[:j]
+		}
+		if !strings.Contains(part, s.want) {
+			t.Errorf("%s: %q\ngot: %s", s.name, s.cmd, part)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if usage.Connections != 5 || usage.Denials != 8 || usage.BytesIn == 0 || usage.BytesOut == 0 {
+		t.Errorf("usage %+v, want 5 connections, 8 denials, bytes both ways", usage)
+	}
+	if other.Usage() != (egress.Usage{}) {
+		t.Errorf("the other sandbox's socket was used: %+v", other.Usage())
+	}
+}
