@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -83,13 +84,51 @@ func relayEgress(c net.Conn, path string) {
 		return
 	}
 	defer up.Close()
+	toUp, err := noSigPipe(up)
+	if err != nil {
+		return
+	}
+	toTool, err := noSigPipe(c)
+	if err != nil {
+		return
+	}
 	done := make(chan struct{})
 	go func() {
-		io.Copy(up, c)
+		io.Copy(toUp, c)
 		up.(*net.UnixConn).CloseWrite()
 		close(done)
 	}()
-	io.Copy(c, up)
+	io.Copy(toTool, up)
 	c.(*net.TCPConn).CloseWrite()
 	<-done
+}
+
+// sendWriter writes with MSG_NOSIGNAL. A plain write(2) to a connection
+// its peer closed raises SIGPIPE, and the init, which forwards every
+// signal it gets to the tool, would pass it on: a shell as the tool dies of
+// it. send(2) with MSG_NOSIGNAL gets EPIPE alone.
+type sendWriter struct{ rc syscall.RawConn }
+
+func noSigPipe(c net.Conn) (sendWriter, error) {
+	rc, err := c.(syscall.Conn).SyscallConn()
+	return sendWriter{rc}, err
+}
+
+func (w sendWriter) Write(p []byte) (int, error) {
+	written := 0
+	for written < len(p) {
+		var n int
+		var err error
+		if werr := w.rc.Write(func(fd uintptr) bool {
+			n, err = unix.SendmsgN(int(fd), p[written:], nil, nil, unix.MSG_NOSIGNAL)
+			return err != unix.EAGAIN
+		}); werr != nil {
+			return written, werr
+		}
+		if err != nil {
+			return written, err
+		}
+		written += n
+	}
+	return written, nil
 }

@@ -18,6 +18,27 @@ import (
 
 func init() {
 	probes["egress"] = probeEgress
+	probes["egress-epipe"] = probeEgressEPIPE
+}
+
+// probeEgressEPIPE writes to the forwarder after the proxy closed its end,
+// so the init's relay writes to a closed socket.
+func probeEgressEPIPE() error {
+	for range 20 {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:3128", 5*time.Second)
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, 64<<10)
+		for range 64 {
+			if _, err := c.Write(buf); err != nil {
+				break
+			}
+		}
+		c.Close()
+	}
+	time.Sleep(100 * time.Millisecond)
+	return nil
 }
 
 // probeEgress says hello through the forwarder at 127.0.0.1:3128 and
@@ -81,6 +102,47 @@ func TestEgressForwarderRelaysToTheSocket(t *testing.T) {
 		r := mustRun(t, cfg)
 		if want := "answer: proxy got hello\nhost loopback: unreachable\n"; r.stdout != want {
 			t.Errorf("stdout %q, want %q (stderr %q)", r.stdout, want, r.stderr)
+		}
+	})
+}
+
+// egressSocket serves a unix socket at a fresh path with serve, in a 0711
+// directory the sandbox's host id can traverse.
+func egressSocket(t *testing.T, serve func(net.Conn)) string {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o711)
+	sock := filepath.Join(dir, "egress.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	os.Chmod(sock, 0o666)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
+	return sock
+}
+
+// TestEgressRelayRaisesNoSIGPIPE: the init forwards every signal it gets
+// to the tool, so its relay must never raise SIGPIPE on itself when the
+// proxy closes first; a shell as the tool would die of it.
+func TestEgressRelayRaisesNoSIGPIPE(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		sock := egressSocket(t, func(c net.Conn) { c.Close() })
+		cfg := probeConfig(t, "egress-epipe")
+		cfg.Args = []string{"/bin/sh", "-c", "/probe; echo shell alive"}
+		cfg.Network = NetworkLoopback
+		cfg.Egress = &Egress{Port: 3128, Socket: "/tmp/.moat-egress.sock"}
+		cfg.Mounts = append(cfg.Mounts, specs.Mount{Source: sock, Destination: "/tmp/.moat-egress.sock", Options: []string{"ro"}})
+		if r := mustRun(t, cfg); r.stdout != "shell alive\n" {
+			t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
 		}
 	})
 }

@@ -216,3 +216,77 @@ func testEgressThroughTheProxyOnly(t *testing.T) {
 		t.Errorf("the other sandbox's socket was used: %+v", other.Usage())
 	}
 }
+
+// TestEgressFloodIsCappedPerSandbox: a tool that holds far more connections
+// to the proxy than its cap gets the excess closed, and a sandbox of the
+// same proxy beside it is served meanwhile.
+func TestEgressFloodIsCappedPerSandbox(t *testing.T) {
+	asRootAndNobody(t, testEgressFloodIsCappedPerSandbox)
+}
+
+func testEgressFloodIsCappedPerSandbox(t *testing.T) {
+	srv := startServers(t)
+	const limit = 16
+	proxy := newTestProxy(t, egress.WithMaxConns(limit))
+	var mu sync.Mutex
+	var flooded egress.Usage
+	flooder := egressProvider(t, proxy, egressPolicy(t), native.WithEgressUsage(func(_ *executor.Request, u egress.Usage) {
+		mu.Lock()
+		flooded = u
+		mu.Unlock()
+	}))
+	neighbour := egressProvider(t, proxy, egressPolicy(t))
+	// The flooder opens 400 tunnels and holds them until its stdin closes.
+	flood := `import socket, sys
+held = []
+for i in range(400):
+    try:
+        s = socket.create_connection(("127.0.0.1", 3128), 5)
+        s.sendall(b"CONNECT api.test:` + srv.port(srv.plain) + ` HTTP/1.1\r\nHost: api.test\r\n\r\n")
+        held.append(s)
+    except OSError:
+        pass
+ok = 0
+for s in held:
+    s.settimeout(5)
+    try:
+        if s.recv(64).startswith(b"HTTP/1.1 200"):
+            ok += 1
+    except OSError:
+        pass
+print("tunnels", ok, flush=True)
+sys.stdin.read()
+`
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := flooder.Run(context.Background(), &native.Command{Args: []string{"python3", "-c", flood},
+			Env: []string{"PATH=/usr/bin:/bin"}, Stdin: inR, Stdout: outW, Stderr: outW})
+		outW.Close()
+		inR.Close()
+		done <- err
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil || line != fmt.Sprintf("tunnels %d\n", limit) {
+		if err != nil {
+			err = fmt.Errorf("%v; the run: %v", err, <-done)
+		}
+		t.Fatalf("the flooder says %q (%v), want exactly the cap of %d tunnels", line, err, limit)
+	}
+	// While the flooder holds its cap, the neighbour gets through.
+	out := shellIn(t, neighbour, srv.caDir, "curl -sS http://api.test:"+srv.port(srv.plain)+"/")
+	if !strings.Contains(out, "hello from api.test") {
+		t.Errorf("the neighbour was starved: %s", out)
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	outR.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if flooded.Connections != limit || flooded.Denials < 400-limit-50 {
+		t.Errorf("the flooder's usage %+v, want %d connections and the rest denied", flooded, limit)
+	}
+}
