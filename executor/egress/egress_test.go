@@ -248,7 +248,7 @@ func TestDenialsSayWhy(t *testing.T) {
 	if got := s.Usage().Denials; got != int64(2*len(cases)+2) {
 		t.Errorf("denials %d, want %d", got, 2*len(cases)+2)
 	}
-	if !strings.Contains(logs.String(), "egress denied") || !strings.Contains(logs.String(), "host=unlisted.test") {
+	if !strings.Contains(logs.String(), "egress denied") || !strings.Contains(logs.String(), "unlisted.test:") {
 		t.Errorf("denials not logged through the logger:\n%s", logs.String())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,7 +147,7 @@ func (s *Sandbox) handle(c net.Conn) {
 // denied counts and logs a refusal.
 func (s *Sandbox) denied(proto string, d *Denial) {
 	s.denials.Add(1)
-	s.logger.Warn("egress denied", "proto", proto, "host", d.Host, "port", d.Port, "reason", d.Reason)
+	s.logger.Warn("egress denied", "err", net.JoinHostPort(d.Host, strconv.Itoa(int(d.Port)))+": "+d.Reason, "proto", proto)
 }
 
 // relay copies both ways until both directions are done, then closes up.
