@@ -265,3 +265,25 @@ sys.stdin.read()
 		t.Errorf("the flooder's usage %+v, want %d connections and the rest denied", flooded, limit)
 	}
 }
+
+// TestEgressInThePosture: the posture names the egress network and the
+// policy's allowlist, so loosening it moves the fingerprint.
+func TestEgressInThePosture(t *testing.T) {
+	proxy := newTestProxy(t)
+	pol := egressPolicy(t)
+	p := egressProvider(t, proxy, pol)
+	post := p.Posture()
+	n := post.Isolation.Native
+	if post.Isolation.Network != "egress" || n == nil || n.Egress == nil || strings.Join(n.Egress.Allow, " ") != "api.test rebind.test private.test" ||
+		strings.Join(n.Egress.CIDRs, " ") != "127.0.0.1/32" {
+		t.Fatalf("posture %+v, egress %+v", post.Isolation, n.Egress)
+	}
+	wider := egressPolicy(t)
+	wider.Egress.Allow = append(wider.Egress.Allow, "*.example.com")
+	if executor.Fingerprint(egressProvider(t, proxy, wider).Posture()) == executor.Fingerprint(post) {
+		t.Error("a wider allowlist left the fingerprint as it was")
+	}
+	if err := executor.StrictFloor(post); err == nil {
+		t.Error("the strict floor accepted a posture with egress")
+	}
+}
