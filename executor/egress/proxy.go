@@ -92,7 +92,7 @@ func WithDir(dir string) Option { return func(p *Proxy) { p.dir = dir } }
 // New starts a proxy. It listens on nothing until Open.
 func New(opts ...Option) (*Proxy, error) {
 	p := &Proxy{resolver: net.DefaultResolver, maxConns: DefaultMaxConns, dialTimeout: DefaultDialTimeout,
-		hostAddrs: interfaceAddrs, open: map[*Sandbox]struct{}{}}
+		hostAddrs: (&addrCache{}).get, open: map[*Sandbox]struct{}{}}
 	for _, o := range opts {
 		o(p)
 	}
@@ -189,6 +189,30 @@ func (p *Proxy) Close() error {
 		return os.RemoveAll(p.dir)
 	}
 	return nil
+}
+
+// addrCache keeps the host's own addresses for a second: listing them is
+// a netlink round trip, about a tenth of a proxied request's cost, and
+// interfaces seldom change (the refusal of private and loopback ranges
+// does not depend on it).
+type addrCache struct {
+	mu    sync.Mutex
+	at    time.Time
+	addrs []netip.Addr
+}
+
+func (c *addrCache) get() ([]netip.Addr, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.addrs != nil && time.Since(c.at) < time.Second {
+		return c.addrs, nil
+	}
+	addrs, err := interfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	c.addrs, c.at = addrs, time.Now()
+	return addrs, nil
 }
 
 // interfaceAddrs lists the host's own addresses.
