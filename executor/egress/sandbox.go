@@ -151,7 +151,10 @@ func (s *Sandbox) denied(proto string, d *Denial) {
 }
 
 // relay copies both ways until both directions are done, then closes up.
-// The tool side's buffered bytes (read past the request head) go first.
+// The tool side's buffered bytes (read past the request head, and counted
+// then) go first; the rest is copied between the bare connections, so the
+// kernel splices TCP and unix sockets without a copy through this process
+// (net.TCPConn.ReadFrom), and io.Copy's totals are the counters.
 func (s *Sandbox) relay(tool net.Conn, buffered *bufio.Reader, up net.Conn) {
 	if !s.track(up) {
 		up.Close()
@@ -159,14 +162,27 @@ func (s *Sandbox) relay(tool net.Conn, buffered *bufio.Reader, up net.Conn) {
 	}
 	defer s.untrack(up)
 	tool.SetReadDeadline(time.Time{})
+	raw := tool
+	if c, ok := tool.(*counted); ok {
+		raw = c.Conn
+	}
 	done := make(chan struct{})
 	go func() {
-		io.Copy(up, buffered)
+		defer close(done)
+		if n := buffered.Buffered(); n > 0 {
+			b, _ := buffered.Peek(n)
+			if _, err := up.Write(b); err != nil {
+				closeWrite(up)
+				return
+			}
+		}
+		n, _ := io.Copy(up, raw)
+		s.out.Add(n)
 		closeWrite(up)
-		close(done)
 	}()
-	io.Copy(tool, up)
-	closeWrite(tool)
+	n, _ := io.Copy(raw, up)
+	s.in.Add(n)
+	closeWrite(raw)
 	<-done
 }
 
