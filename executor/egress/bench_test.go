@@ -141,4 +141,3 @@ func BenchmarkThroughput(b *testing.B) {
 		}
 	})
 }
-
