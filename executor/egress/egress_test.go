@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -364,3 +366,42 @@ func TestSocketDirectoryMustBePrivate(t *testing.T) {
 }
 
 func osChmod(p string, m os.FileMode) error { return os.Chmod(p, m) }
+
+// TestStaleSocketDirectoriesAreSwept: a killed proxy's directory (its lock
+// free) goes at the next New; a live proxy's and one being made stay.
+func TestStaleSocketDirectoriesAreSwept(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	live, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	stale := filepath.Join(tmp, dirPrefix+"stale")
+	os.Mkdir(stale, 0o711)
+	os.WriteFile(filepath.Join(stale, lockName), nil, 0o600)
+	os.WriteFile(filepath.Join(stale, "dead.sock"), nil, 0o600)
+	making := filepath.Join(tmp, dirPrefix+"making")
+	os.Mkdir(making, 0o711)
+	// A symlink named like one is never followed.
+	victim := t.TempDir()
+	os.WriteFile(filepath.Join(victim, lockName), nil, 0o600)
+	os.Symlink(victim, filepath.Join(tmp, dirPrefix+"link"))
+	p, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the stale directory is still there: %v", err)
+	}
+	for _, d := range []string{live.Dir(), making, victim} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s was removed: %v", d, err)
+		}
+	}
+	p.Close()
+	if _, err := os.Stat(p.Dir()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Close left its directory: %v", err)
+	}
+}

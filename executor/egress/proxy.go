@@ -30,6 +30,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Defaults.
@@ -55,6 +57,7 @@ type Resolver interface {
 type Proxy struct {
 	dir         string
 	ownDir      bool
+	lock        int // the socket directory's lock (sweep.go), when ownDir
 	resolver    Resolver
 	logger      *slog.Logger
 	maxConns    int
@@ -103,9 +106,15 @@ func New(opts ...Option) (*Proxy, error) {
 		return nil, fmt.Errorf("egress: connection cap %d: use a positive number", p.maxConns)
 	}
 	if p.dir == "" {
-		dir, err := os.MkdirTemp("", "moat-egress-")
+		sweep(os.TempDir(), p.logger)
+		dir, err := os.MkdirTemp("", dirPrefix)
 		if err == nil {
-			err = os.Chmod(dir, 0o711)
+			if p.lock, err = lockDir(dir); err == nil {
+				err = os.Chmod(dir, 0o711)
+			}
+			if err != nil {
+				os.RemoveAll(dir)
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("egress: create the socket directory: %w", err)
@@ -176,6 +185,10 @@ func (p *Proxy) Dir() string { return p.dir }
 // socket directory New created.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
 	p.closed = true
 	open := make([]*Sandbox, 0, len(p.open))
 	for s := range p.open {
@@ -186,7 +199,9 @@ func (p *Proxy) Close() error {
 		s.Close()
 	}
 	if p.ownDir {
-		return os.RemoveAll(p.dir)
+		err := os.RemoveAll(p.dir)
+		unix.Close(p.lock) // after the removal: a sweep never sees it free and half gone
+		return err
 	}
 	return nil
 }
