@@ -69,26 +69,11 @@ func probeEgress() error {
 // only way out: the host's loopback service is not reachable.
 func TestEgressForwarderRelaysToTheSocket(t *testing.T) {
 	asRootAndNobody(t, func(t *testing.T) {
-		dir := t.TempDir()
-		os.Chmod(dir, 0o711) // the sandbox's host id opens the socket to bind it
-		sock := filepath.Join(dir, "egress.sock")
-		ln, err := net.Listen("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		os.Chmod(sock, 0o666)
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				fmt.Fprintf(c, "proxy got %s", line)
-				c.Close()
-			}
-		}()
+		sock := egressSocket(t, func(c net.Conn) {
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			fmt.Fprintf(c, "proxy got %s", line)
+			c.Close()
+		})
 		host, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)

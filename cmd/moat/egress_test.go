@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -15,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
+	"github.com/moat-sandbox/moat/executor/egress"
 )
 
 // egressNamesVar maps host names for the egress proxy of the CLI copy
@@ -24,22 +23,13 @@ const egressNamesVar = "MOAT_TEST_EGRESS_NAMES"
 
 func init() {
 	if v := os.Getenv(egressNamesVar); v != "" {
-		names := testNames{}
+		hosts := egress.Hosts{}
 		for _, kv := range strings.Split(v, ",") {
 			k, a, _ := strings.Cut(kv, "=")
-			names[k] = netip.MustParseAddr(a)
+			hosts[k] = []netip.Addr{netip.MustParseAddr(a)}
 		}
-		egressResolver = names
+		egressResolver = hosts
 	}
-}
-
-type testNames map[string]netip.Addr
-
-func (n testNames) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := n[host]; ok {
-		return []netip.Addr{a}, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
 // TestRunAllowHost: `moat run --allow-host NAME -- curl https://NAME/`

@@ -26,16 +26,6 @@ import (
 	"github.com/moat-sandbox/moat/policies"
 )
 
-// names is the test resolver: host names mapped to local addresses.
-type names map[string][]netip.Addr
-
-func (n names) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := n[host]; ok {
-		return a, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-}
-
 func addrs(s ...string) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range s {
@@ -44,7 +34,7 @@ func addrs(s ...string) []netip.Addr {
 	return out
 }
 
-var testNames = names{
+var testNames = Hosts{
 	"api.test":       addrs("127.0.0.1"),
 	"files.test":     addrs("127.0.0.1"),
 	"x.files.test":   addrs("127.0.0.1"),
@@ -258,7 +248,7 @@ func TestDenialsSayWhy(t *testing.T) {
 func TestHostsOwnAddressesAreRefused(t *testing.T) {
 	p := newProxy(t)
 	p.hostAddrs = func() ([]netip.Addr, error) { return addrs("198.51.99.7"), nil }
-	p.resolver = names{"self.test": addrs("198.51.99.7")}
+	p.resolver = Hosts{"self.test": addrs("198.51.99.7")}
 	s := open(t, p, policies.Egress{Allow: []string{"self.test"}})
 	_, err := s.dial(context.Background(), "self.test", 80)
 	var d *Denial

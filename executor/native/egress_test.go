@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -24,18 +23,10 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// testNames is the proxy's resolver in these tests: there is no internet
-// here, so the allowed names lead to servers on the host's loopback.
-type testNames map[string]string
-
-func (n testNames) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := n[host]; ok {
-		return []netip.Addr{netip.MustParseAddr(a)}, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-}
-
-var names = testNames{"api.test": "127.0.0.1", "rebind.test": "127.0.0.2", "private.test": "10.1.2.3"}
+// names lead the allowed names to servers on the host's loopback: there is
+// no internet here.
+var names = egress.Hosts{"api.test": {netip.MustParseAddr("127.0.0.1")}, "rebind.test": {netip.MustParseAddr("127.0.0.2")},
+	"private.test": {netip.MustParseAddr("10.1.2.3")}}
 
 // egressPolicy is the default policy with an allowlist; 127.0.0.1/32 is
 // named so the local servers are reachable at all.
@@ -80,6 +71,21 @@ func startServers(t *testing.T) *servers {
 	}
 	s.caDir = dir
 	return s
+}
+
+// recordUsage is a WithEgressUsage option and what it last got.
+func recordUsage() (native.Option, func() egress.Usage) {
+	var mu sync.Mutex
+	var last egress.Usage
+	return native.WithEgressUsage(func(_ *executor.Request, u egress.Usage) {
+			mu.Lock()
+			last = u
+			mu.Unlock()
+		}), func() egress.Usage {
+			mu.Lock()
+			defer mu.Unlock()
+			return last
+		}
 }
 
 // egressProvider is a provider of pol on a shared proxy.
@@ -136,13 +142,8 @@ func TestEgressThroughTheProxyOnly(t *testing.T) { asRootAndNobody(t, testEgress
 func testEgressThroughTheProxyOnly(t *testing.T) {
 	srv := startServers(t)
 	proxy := newTestProxy(t)
-	var mu sync.Mutex
-	var usage egress.Usage
-	p := egressProvider(t, proxy, egressPolicy(t), native.WithEgressUsage(func(_ *executor.Request, u egress.Usage) {
-		mu.Lock()
-		usage = u
-		mu.Unlock()
-	}), native.WithBinds(specs.Mount{Source: srv.caDir, Destination: "/ca", Options: []string{"ro"}}))
+	record, usageOf := recordUsage()
+	p := egressProvider(t, proxy, egressPolicy(t), record, native.WithBinds(specs.Mount{Source: srv.caDir, Destination: "/ca", Options: []string{"ro"}}))
 	other, err := proxy.Open(&egress.Allowlist{})
 	if err != nil {
 		t.Fatal(err)
@@ -182,10 +183,8 @@ func testEgressThroughTheProxyOnly(t *testing.T) {
 			t.Errorf("%s: %q\ngot: %s", s.name, s.cmd, part)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if usage.Connections != 5 || usage.Denials != 8 || usage.BytesIn == 0 || usage.BytesOut == 0 {
-		t.Errorf("usage %+v, want 5 connections, 8 denials, bytes both ways", usage)
+	if usage := usageOf(); usage.Connections != 5 || usage.Denials != 8 || usage.BytesIn == 0 || usage.BytesOut == 0 {
+		t.Errorf("usage %+v, want 5 connections, 8 denials, bytes both ways", usageOf())
 	}
 	if other.Usage() != (egress.Usage{}) {
 		t.Errorf("the other sandbox's socket was used: %+v", other.Usage())
@@ -203,13 +202,8 @@ func testEgressFloodIsCappedPerSandbox(t *testing.T) {
 	srv := startServers(t)
 	const limit = 16
 	proxy := newTestProxy(t, egress.WithMaxConns(limit))
-	var mu sync.Mutex
-	var flooded egress.Usage
-	flooder := egressProvider(t, proxy, egressPolicy(t), native.WithEgressUsage(func(_ *executor.Request, u egress.Usage) {
-		mu.Lock()
-		flooded = u
-		mu.Unlock()
-	}))
+	record, usageOf := recordUsage()
+	flooder := egressProvider(t, proxy, egressPolicy(t), record)
 	neighbour := egressProvider(t, proxy, egressPolicy(t))
 	// The flooder opens 400 tunnels and holds them until its stdin closes.
 	flood := `import socket, sys
@@ -259,10 +253,8 @@ sys.stdin.read()
 		t.Fatal(err)
 	}
 	outR.Close()
-	mu.Lock()
-	defer mu.Unlock()
-	if flooded.Connections != limit || flooded.Denials < 400-limit-50 {
-		t.Errorf("the flooder's usage %+v, want %d connections and the rest denied", flooded, limit)
+	if flooded := usageOf(); flooded.Connections != limit || flooded.Denials < 400-limit-50 {
+		t.Errorf("the flooder's usage %+v, want %d connections and the rest denied", usageOf(), limit)
 	}
 }
 
