@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moat-sandbox/moat/conformance"
 	"github.com/moat-sandbox/moat/conformance/testenv"
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/executor/egress"
@@ -277,5 +278,29 @@ func TestEgressInThePosture(t *testing.T) {
 	}
 	if err := executor.StrictFloor(post); err == nil {
 		t.Error("the strict floor accepted a posture with egress")
+	}
+}
+
+// TestEgressConformance: a policy with an egress section keeps every
+// isolation of the kit, the network's included: no route out, only lo,
+// neither the host's loopback listener nor its abstract socket reachable.
+func TestEgressConformance(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		proxy := newTestProxy(t)
+		conformance.Run(t, policyProvider("default", native.WithPolicy(egressPolicy(t)), native.WithEgressProxy(proxy)), everything)
+	})
+}
+
+// TestEgressStartsCold: a pooled sandbox is prepared before its dispatch
+// is known, so with egress the pool is not used, and the run still gets
+// its own socket.
+func TestEgressStartsCold(t *testing.T) {
+	srv := startServers(t)
+	p := egressProvider(t, newTestProxy(t), egressPolicy(t), native.WithPool(2))
+	if out := shellIn(t, p, srv.caDir, "curl -sS http://api.test:"+srv.port(srv.plain)+"/"); !strings.Contains(out, "hello from api.test") {
+		t.Errorf("through a provider asked for a pool: %s", out)
+	}
+	if s := p.PoolStats(); s != (native.PoolStats{}) {
+		t.Errorf("pool stats %+v, want no pool", s)
 	}
 }
