@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -393,5 +394,56 @@ func TestStaleSocketDirectoriesAreSwept(t *testing.T) {
 	p.Close()
 	if _, err := os.Stat(p.Dir()); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Close left its directory: %v", err)
+	}
+}
+
+// TestConcurrentProxiesKeepTheirDirectories: proxies made and closed at
+// once, each sweeping, never remove one another's directory.
+func TestConcurrentProxiesKeepTheirDirectories(t *testing.T) {
+	tmp, err := os.MkdirTemp("", "e") // short: socket paths have a limit
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	t.Setenv("TMPDIR", tmp)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 8 {
+				p, err := New()
+				if err != nil {
+					errs <- err
+					return
+				}
+				s, err := p.Open(&Allowlist{})
+				if err != nil {
+					errs <- err
+				} else if _, err := os.Stat(s.Socket()); err != nil {
+					errs <- fmt.Errorf("a live proxy's socket is gone: %w", err)
+				}
+				p.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestSocketPathTooLong(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 80))
+	os.Mkdir(dir, 0o700)
+	p, err := New(WithDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Open(&Allowlist{}); err == nil || !strings.Contains(err.Error(), "shorter TMPDIR") {
+		t.Errorf("a socket path over the limit: %v", err)
 	}
 }

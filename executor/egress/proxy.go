@@ -20,7 +20,7 @@ package egress
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,6 +51,10 @@ const (
 type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
+
+// sockName spells a socket's 128 random bits in 26 characters: the whole
+// path must fit in a unix socket address.
+var sockName = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // Proxy is the process's one filtering proxy. Its zero value is not
 // usable; call New.
@@ -148,7 +152,10 @@ func (p *Proxy) Open(allow *Allowlist, attrs ...any) (*Sandbox, error) {
 	}
 	var name [16]byte
 	rand.Read(name[:])
-	path := filepath.Join(p.dir, hex.EncodeToString(name[:])+".sock")
+	path := filepath.Join(p.dir, sockName.EncodeToString(name[:]))
+	if len(path) >= len(unix.RawSockaddrUnix{}.Path) {
+		return nil, fmt.Errorf("egress: the socket path %s is longer than a unix socket address holds (%d bytes); use a shorter TMPDIR or WithDir", path, len(unix.RawSockaddrUnix{}.Path)-1)
+	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("egress: listen: %w", err)

@@ -24,14 +24,21 @@ const (
 )
 
 // lockDir creates and locks dir's lock file; the descriptor holds the lock.
+// The file is locked under another name and then renamed, so a sweep never
+// finds it unlocked while this proxy is still being made.
 func lockDir(dir string) (int, error) {
-	fd, err := unix.Open(filepath.Join(dir, lockName), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	tmp := filepath.Join(dir, lockName+".new")
+	fd, err := unix.Open(tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return -1, &os.PathError{Op: "create", Path: filepath.Join(dir, lockName), Err: err}
+		return -1, &os.PathError{Op: "create", Path: tmp, Err: err}
 	}
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		unix.Close(fd)
-		return -1, &os.PathError{Op: "flock", Path: filepath.Join(dir, lockName), Err: err}
+		return -1, &os.PathError{Op: "flock", Path: tmp, Err: err}
+	}
+	if err := unix.Rename(tmp, filepath.Join(dir, lockName)); err != nil {
+		unix.Close(fd)
+		return -1, &os.PathError{Op: "rename", Path: tmp, Err: err}
 	}
 	return fd, nil
 }
