@@ -1,6 +1,7 @@
 package nsexec
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -68,6 +69,9 @@ func forwardEgress(lfd int, path string) {
 	}
 	for {
 		c, err := ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
 		if err != nil {
 			// Out of descriptors, say: the tool's own doing; try again later.
 			time.Sleep(10 * time.Millisecond)
