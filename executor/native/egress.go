@@ -54,6 +54,10 @@ func lowerEgress(o *options, pol *policies.Policy, tmpl *nsexec.Config) (*egress
 	if err != nil {
 		return nil, &executor.Error{Code: executor.CodeConfig, Err: err, Message: fmt.Sprintf("native: policy %q: %v", pol.Name, err)}
 	}
+	if !inetSockets(pol.Seccomp) {
+		return nil, &executor.Error{Code: executor.CodeConfig, Message: fmt.Sprintf(
+			"native: policy %q has an egress section, but its seccomp profile refuses socket(AF_INET), which the tool needs to reach the proxy at 127.0.0.1:%d; use a policy whose filter allows AF_INET sockets (default, python, node, shell)", pol.Name, EgressPort)}
+	}
 	r := &egressRoute{proxy: o.egress, allow: allow, usage: o.onEgress}
 	if r.proxy == nil {
 		if r.proxy, err = egress.New(egress.WithLogger(o.logger)); err != nil {
@@ -98,4 +102,36 @@ func (l *launcher) egressUsage() func(*executor.Request, egress.Usage) {
 		return nil
 	}
 	return l.egress.usage
+}
+
+// inetSockets reports whether profile lets the tool call socket(AF_INET):
+// no profile, an allowing default that no argument-free rule overrides,
+// or an allowing rule for socket with no argument condition or with
+// arg0 == AF_INET. It reads the profile as data, so a rule it cannot
+// judge counts as a refusal: the run is refused with a reason, instead of
+// a tool that cannot reach its proxy.
+func inetSockets(profile *specs.LinuxSeccomp) bool {
+	if profile == nil {
+		return true
+	}
+	const afInet = 2
+	allowing := func(a specs.LinuxSeccompAction) bool {
+		return a == specs.ActAllow || a == specs.ActLog
+	}
+	denied := false
+	for _, r := range profile.Syscalls {
+		if !slices.Contains(r.Names, "socket") {
+			continue
+		}
+		if !allowing(r.Action) {
+			denied = denied || len(r.Args) == 0
+			continue
+		}
+		if len(r.Args) == 0 || slices.ContainsFunc(r.Args, func(a specs.LinuxSeccompArg) bool {
+			return a.Index == 0 && a.Op == specs.OpEqualTo && a.Value == afInet
+		}) {
+			return true
+		}
+	}
+	return allowing(profile.DefaultAction) && !denied
 }

@@ -304,3 +304,27 @@ func TestEgressStartsCold(t *testing.T) {
 		t.Errorf("pool stats %+v, want no pool", s)
 	}
 }
+
+// TestEgressNeedsInetSockets: a policy whose filter refuses AF_INET
+// sockets (strict) could never reach its proxy: refused with the reason.
+func TestEgressNeedsInetSockets(t *testing.T) {
+	pol, err := policies.Builtin("strict")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol.Egress = &policies.Egress{Allow: []string{"api.test"}}
+	_, err = native.New(native.WithPolicy(pol), native.WithoutCgroups(), native.WithEgressProxy(newTestProxy(t)))
+	if executor.CodeOf(err) != executor.CodeConfig || !strings.Contains(err.Error(), "refuses socket(AF_INET)") {
+		t.Errorf("egress under the strict filter: %v", err)
+	}
+	for _, name := range []string{"default", "python", "node", "shell"} {
+		pol, _ := policies.Builtin(name)
+		pol.Egress = &policies.Egress{Allow: []string{"api.test"}}
+		p, err := native.New(native.WithPolicy(pol), native.WithoutCgroups(), native.WithEgressProxy(newTestProxy(t)))
+		if err != nil {
+			t.Errorf("egress under %s: %v", name, err)
+			continue
+		}
+		p.Close()
+	}
+}
