@@ -374,6 +374,11 @@ func TestStaleSocketDirectoriesAreSwept(t *testing.T) {
 	os.WriteFile(filepath.Join(stale, "dead.sock"), nil, 0o600)
 	making := filepath.Join(tmp, dirPrefix+"making")
 	os.Mkdir(making, 0o711)
+	// One whose maker died before the lock, an hour ago.
+	orphan := filepath.Join(tmp, dirPrefix+"orphan")
+	os.Mkdir(orphan, 0o711)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(orphan, old, old)
 	// A symlink named like one is never followed.
 	victim := t.TempDir()
 	os.WriteFile(filepath.Join(victim, lockName), nil, 0o600)
@@ -383,8 +388,10 @@ func TestStaleSocketDirectoriesAreSwept(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the stale directory is still there: %v", err)
+	for _, d := range []string{stale, orphan} {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the stale directory %s is still there: %v", d, err)
+		}
 	}
 	for _, d := range []string{live.Dir(), making, victim} {
 		if _, err := os.Stat(d); err != nil {

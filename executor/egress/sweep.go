@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,7 +17,7 @@ import (
 // when the process dies, however it dies. New removes the directories of
 // this user whose lock is free, so a killed `moat run` leaves nothing
 // behind for long. A directory with no lock file yet is one being made,
-// and is left alone.
+// and is left alone for a minute.
 
 const (
 	dirPrefix = "moat-egress-"
@@ -68,7 +69,12 @@ func removeIfStale(dir string) error {
 	}
 	fd, err := unix.Open(filepath.Join(dir, lockName), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) {
-		return nil // being made
+		// Being made, or its maker died before it took the lock: New takes
+		// it within microseconds, so an old one is a dead maker's.
+		if time.Since(time.Unix(st.Mtim.Unix())) < time.Minute {
+			return nil
+		}
+		return os.RemoveAll(dir)
 	}
 	if err != nil {
 		return fmt.Errorf("open the lock: %w", err)
