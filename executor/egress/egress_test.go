@@ -454,3 +454,53 @@ func TestSocketPathTooLong(t *testing.T) {
 		t.Errorf("a socket path over the limit: %v", err)
 	}
 }
+
+// TestMalformedRequestsAreAnswered: what the proxy does not serve gets the
+// protocol's own refusal, never a silent hang or a connection out.
+func TestMalformedRequestsAreAnswered(t *testing.T) {
+	p := newProxy(t)
+	s := open(t, p, testPolicy)
+	exchange := func(send []byte, n int) []byte {
+		t.Helper()
+		c, err := net.Dial("unix", s.Socket())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.Write(send)
+		got := make([]byte, n)
+		k, _ := io.ReadFull(c, got)
+		return got[:k]
+	}
+	for _, tc := range []struct {
+		name string
+		send string
+		want string
+	}{
+		{"origin-form request", "GET / HTTP/1.1\r\nHost: api.test\r\n\r\n", "HTTP/1.1 400"},
+		{"https in an absolute URI", "GET https://api.test/ HTTP/1.1\r\nHost: api.test\r\n\r\n", "HTTP/1.1 400"},
+		{"CONNECT without a port", "CONNECT api.test HTTP/1.1\r\nHost: api.test\r\n\r\n", "HTTP/1.1 400"},
+		{"not HTTP", "\x16\x03\x01 hello\r\n\r\n", "HTTP/1.1 400"},
+	} {
+		if got := exchange([]byte(tc.send), 12); string(got) != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	socks := []struct {
+		name string
+		send []byte
+		want []byte
+	}{
+		{"no acceptable method (username/password only)", []byte{5, 1, 2}, []byte{5, 0xff}},
+		{"BIND", []byte{5, 1, 0, 5, 2, 0, 1, 127, 0, 0, 1, 0, 80}, []byte{5, 0, 5, socksCmdUnsupported}},
+		{"UDP ASSOCIATE", []byte{5, 1, 0, 5, 3, 0, 1, 127, 0, 0, 1, 0, 80}, []byte{5, 0, 5, socksCmdUnsupported}},
+		{"unknown address type", []byte{5, 1, 0, 5, 1, 0, 9}, []byte{5, 0, 5, socksAtypUnsupported}},
+		{"raw IPv4 outside the ranges", []byte{5, 1, 0, 5, 1, 0, 1, 10, 0, 0, 1, 0, 80}, []byte{5, 0, 5, socksNotAllowed}},
+	}
+	for _, tc := range socks {
+		if got := exchange(tc.send, len(tc.want)); string(got) != string(tc.want) {
+			t.Errorf("SOCKS5 %s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
