@@ -133,6 +133,9 @@ func (s *Sandbox) dial(ctx context.Context, host string, port uint16) (net.Conn,
 		}
 		addrs = []netip.Addr{ip}
 	} else {
+		if !plainName(host) {
+			return deny("not a host name: only letters, digits, '-', '_' and '.' are matched against the allowlist")
+		}
 		if !s.allowed(host, port) {
 			return deny("%s is not on the policy's egress allowlist (add it to egress.allow, or moat run --allow-host %s)", host, net.JoinHostPort(host, strconv.Itoa(int(port))))
 		}
@@ -178,4 +181,19 @@ func (s *Sandbox) allowed(host string, port uint16) bool {
 		}
 	}
 	return false
+}
+
+// plainName reports whether host holds only what a policy's names can:
+// a name with a NUL, a space or a percent sign matches no rule, and must
+// not reach the resolver as one that might.
+func plainName(host string) bool {
+	if host == "" || len(host) > 253 {
+		return false
+	}
+	for _, c := range host {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

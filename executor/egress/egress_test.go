@@ -497,6 +497,7 @@ func TestMalformedRequestsAreAnswered(t *testing.T) {
 		{"UDP ASSOCIATE", []byte{5, 1, 0, 5, 3, 0, 1, 127, 0, 0, 1, 0, 80}, []byte{5, 0, 5, socksCmdUnsupported}},
 		{"unknown address type", []byte{5, 1, 0, 5, 1, 0, 9}, []byte{5, 0, 5, socksAtypUnsupported}},
 		{"raw IPv4 outside the ranges", []byte{5, 1, 0, 5, 1, 0, 1, 10, 0, 0, 1, 0, 80}, []byte{5, 0, 5, socksNotAllowed}},
+		{"a NUL before an allowed suffix", append(append([]byte{5, 1, 0, 5, 1, 0, 3, 20}, "evil.com\x00.files.test"...), 0, 80), []byte{5, 0, 5, socksNotAllowed}},
 	}
 	for _, tc := range socks {
 		if got := exchange(tc.send, len(tc.want)); string(got) != string(tc.want) {
