@@ -38,21 +38,7 @@ func benchServer(b *testing.B) (*httptest.Server, string) {
 }
 
 func benchSandbox(b *testing.B) *Sandbox {
-	p, err := New(WithResolver(testNames))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { p.Close() })
-	al, err := NewAllowlist(&policies.Egress{Allow: []string{"api.test"}, CIDRs: []string{"127.0.0.1/32"}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := p.Open(al)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	return s
+	return open(b, newProxy(b), policies.Egress{Allow: []string{"api.test"}, CIDRs: []string{"127.0.0.1/32"}})
 }
 
 // get does one GET on a fresh connection c and reads the whole response.

@@ -52,7 +52,7 @@ var testPolicy = policies.Egress{
 	CIDRs: []string{"127.0.0.1/32"},
 }
 
-func newProxy(t *testing.T, opts ...Option) *Proxy {
+func newProxy(t testing.TB, opts ...Option) *Proxy {
 	t.Helper()
 	p, err := New(append([]Option{WithResolver(testNames)}, opts...)...)
 	if err != nil {
@@ -62,7 +62,7 @@ func newProxy(t *testing.T, opts ...Option) *Proxy {
 	return p
 }
 
-func open(t *testing.T, p *Proxy, e policies.Egress) *Sandbox {
+func open(t testing.TB, p *Proxy, e policies.Egress) *Sandbox {
 	t.Helper()
 	al, err := NewAllowlist(&e)
 	if err != nil {
