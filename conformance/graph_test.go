@@ -22,6 +22,7 @@ var allowed = map[string][]string{
 	"executor/subprocess": {"executor", "ledger", "policies"},
 	"executor/container":  {"executor", "ledger", "policies"},
 	"executor/native":     {"executor", "ledger", "policies", "nsexec", "seccomp", "cgroups"},
+	"executor/egress":     {"policies"},
 }
 
 // TestImportGraph checks the package graph with go list -deps.

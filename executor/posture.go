@@ -117,6 +117,17 @@ type NativeIsolation struct {
 	// without a fixed host identity); UIDMappings and GIDMappings then
 	// name the range's first id.
 	HostIDs *HostIDRange `json:"hostIds,omitempty"`
+	// Egress, when set, is what the tool may reach through moat's filtering
+	// proxy; the network namespace itself has no route out.
+	Egress *EgressPolicy `json:"egress,omitempty"`
+}
+
+// EgressPolicy is a sandbox's egress allowlist as the policy states it.
+type EgressPolicy struct {
+	Allow []string `json:"allow"`
+	CIDRs []string `json:"cidrs,omitempty"`
+	// Proxy says where the tool finds the proxy.
+	Proxy string `json:"proxy"`
 }
 
 // HostIDRange is a range of host ids, First to First+Count-1.

@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 4 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1
+const ConfigVersion = 5 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress
 
 // Network modes.
 const (
@@ -40,6 +40,10 @@ type Config struct {
 	Mounts []specs.Mount `json:"mounts,omitempty"`
 	// Network is NetworkNone (the default) or NetworkLoopback.
 	Network string `json:"network,omitempty"`
+	// Egress, with NetworkLoopback, has the init relay connections to
+	// 127.0.0.1:Egress.Port to the unix socket at Egress.Socket (a bind in
+	// Mounts), where the host's egress proxy listens (egress_linux.go).
+	Egress *Egress `json:"egress,omitempty"`
 	// UID and GID are the identity of the tool inside the sandbox. When both
 	// are zero they become DefaultUID and DefaultGID (so uid 0 inside can only
 	// be had with a non-zero GID; it would hold no capability either way).
@@ -69,6 +73,12 @@ type Config struct {
 	// child in its cgroup (after WithPlacement ran, or at clone time with
 	// WithCgroupFD).
 	CgroupNS bool `json:"cgroupNS,omitempty"`
+}
+
+// Egress is where the init's egress forwarder listens and what it relays to.
+type Egress struct {
+	Port   uint16 `json:"port"`   // on 127.0.0.1 inside the sandbox
+	Socket string `json:"socket"` // absolute path inside the sandbox
 }
 
 // Stdio holds the files the tool gets as descriptors 0, 1 and 2. A nil

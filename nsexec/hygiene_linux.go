@@ -17,6 +17,13 @@ func (c *child) hygiene() error {
 		if err := loopbackUp(); err != nil {
 			return stepErr(StepNetwork, "lo", "", err)
 		}
+		if cfg.Egress != nil {
+			fd, err := listenEgress(cfg.Egress.Port)
+			if err != nil {
+				return stepErr(StepNetwork, "lo", "egress forwarder: listen on 127.0.0.1:"+fmt.Sprint(cfg.Egress.Port), err)
+			}
+			c.egress = fd
+		}
 	}
 	cwd := "/"
 	if cfg.Workdir != "" {

@@ -54,7 +54,7 @@ func Init() {
 	if err != nil || fd < 3 {
 		os.Exit(exitSetup)
 	}
-	c := &child{sync: fd}
+	c := &child{sync: fd, egress: -1}
 	c.marks[markInit] = monotonic()
 	err = c.run()
 	c.fail(err)
@@ -75,6 +75,8 @@ type child struct {
 	// (subscribe).
 	fwd        chan os.Signal
 	subscribed chan struct{}
+	// egress is the forwarder's listening socket, or -1 (egress_linux.go).
+	egress int
 }
 
 // mark records the end of a stage when tracing.

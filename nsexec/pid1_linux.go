@@ -68,14 +68,18 @@ func (c *child) startTool(path string) error {
 	}
 	// The tool has its stdio; the init keeps no descriptor of a host file:
 	// its stdio goes, and so does everything above the sync socket that it
-	// inherited from its launcher (already close-on-exec for the tool). The
-	// Go runtime of the init holds none of its own (initEnv).
+	// inherited from its launcher (already close-on-exec for the tool),
+	// but the egress forwarder's listening socket. The Go runtime of the
+	// init holds none of its own (initEnv).
 	for fd := 0; fd < 3; fd++ {
 		unix.Close(fd)
 	}
-	if err := unix.CloseRange(uint(c.sync)+1, ^uint(0), 0); err != nil {
+	if err := closeAbove(c.sync, c.egress); err != nil {
 		unix.Kill(pid, unix.SIGKILL)
 		os.Exit(exitSetup)
+	}
+	if c.egress >= 0 {
+		go forwardEgress(c.egress, c.cfg.Egress.Socket)
 	}
 	if err := writeAll(c.sync, []byte{msgStarted}); err != nil {
 		os.Exit(exitLauncherGone) // the namespace, the tool with it, ends here

@@ -139,6 +139,18 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 	default:
 		return nil, fmt.Errorf("nsexec config: network %q is neither %q nor %q", c.Network, NetworkNone, NetworkLoopback)
 	}
+	if e := c.Egress; e != nil {
+		switch {
+		case c.Network != NetworkLoopback:
+			return nil, &ConfigError{Field: "network", Value: c.Network, Reason: "egress needs lo up; use " + NetworkLoopback}
+		case e.Port == 0:
+			return nil, &ConfigError{Field: "egress.port", Value: "0", Reason: "name the loopback port the forwarder listens on"}
+		case !filepath.IsAbs(e.Socket):
+			return nil, &ConfigError{Field: "egress.socket", Value: e.Socket, Reason: "use the absolute path inside the sandbox where the proxy's socket is bound"}
+		}
+		egress := *e
+		c.Egress = &egress
+	}
 	if c.UID == 0 && c.GID == 0 {
 		c.UID, c.GID = DefaultUID, DefaultGID
 	}

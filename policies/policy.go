@@ -45,7 +45,10 @@ type Policy struct {
 	// empty, with an absolute source) and tmpfs.
 	Mounts []specs.Mount `json:"mounts,omitempty"`
 	// Network is "none" or "loopback".
-	Network  string              `json:"network,omitempty"`
+	Network string `json:"network,omitempty"`
+	// Egress lets the tool reach the listed hosts through moat's filtering
+	// proxy (see Egress); nil means no egress at all.
+	Egress   *Egress             `json:"egress,omitempty"`
 	Identity *Identity           `json:"identity,omitempty"`
 	Limits   Limits              `json:"limits,omitzero"`
 	Rlimits  []specs.POSIXRlimit `json:"rlimits,omitempty"`

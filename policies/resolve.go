@@ -24,6 +24,8 @@ const MaxExtendsDepth = 8
 //   - mounts merge by destination (same destination: the extending one
 //     replaces it; others are appended); rlimits merge by type likewise;
 //   - env is the union of the names, in order;
+//   - egress is replaced as a whole when the extending policy sets one, so
+//     an allowlist never grows by inheritance the reader does not see;
 //   - seccomp is replaced as a whole when the extending policy sets one:
 //     filter rules are ordered and prioritised, so profiles are not mixed;
 //     "unfiltered": true drops the base's profile, and a profile set over
@@ -141,6 +143,9 @@ func merge(base, child *Policy) *Policy {
 	setIf(&out.Network, c.Network)
 	if c.Identity != nil {
 		out.Identity = c.Identity
+	}
+	if c.Egress != nil {
+		out.Egress = c.Egress
 	}
 	l, cl := &out.Limits, c.Limits
 	setIf(&l.Timeout, cl.Timeout)

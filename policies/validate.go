@@ -35,6 +35,9 @@ func (p *Policy) Validate() error {
 			v.add("identity.gid", p.Identity.GID, "is the invalid id (-1); use 0 to %d", maxID-1)
 		}
 	}
+	if p.Egress != nil {
+		v.egress(p.Egress)
+	}
 	v.mounts(p.Mounts)
 	v.limits(&p.Limits, p.Extends != "")
 	v.rlimits(p)

@@ -149,7 +149,7 @@ echo "vm-image: initramfs with ${#modorder[@]} modules: $(tr '\n' ' ' <"$ird/lib
 # login sessions needs; nothing is installed at boot (the guest has no
 # mirror to reach).
 root="$work/root"
-include=libseccomp2,python3,nodejs,util-linux,procps,iproute2,kmod
+include=libseccomp2,python3,curl,nodejs,util-linux,procps,iproute2,kmod
 [ "$form" = box ] &&
   include+=,systemd-sysv,udev,dbus,dbus-user-session,libpam-systemd,openssh-server,sudo,rsync
 echo "vm-image: debootstrap bookworm from $mirror ($form)"

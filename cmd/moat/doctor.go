@@ -29,6 +29,7 @@ type doctorReport struct {
 	Seccomp  seccompReport  `json:"seccomp"`
 	Cgroups  cgroupReport   `json:"cgroups"`
 	Policies []policyReport `json:"policies"`
+	Egress   egressReport   `json:"egress"`
 	// Posture is the native provider's regulated posture for the default
 	// policy, and Fingerprint its hash (it moves when a setting loosens).
 	Posture     *executor.Posture `json:"posture,omitempty"`
@@ -149,6 +150,7 @@ func diagnose() *doctorReport {
 	for _, name := range policies.Builtins() {
 		r.Policies = append(r.Policies, judgePolicy(name, r))
 	}
+	egressCheck(r)
 	return r
 }
 
@@ -316,6 +318,8 @@ func printReport(w io.Writer, r *doctorReport) {
 		}
 	}
 	layer("policies", worst == "", worst, strings.Join(parts, "; "))
+	eok, edetail := egressLine(r.Egress)
+	layer("egress", eok, "", edetail)
 	if r.Posture != nil {
 		fmt.Fprintln(w, fit(fmt.Sprintf("%-9s %-9s %s", "posture", "native", r.Fingerprint)))
 	}

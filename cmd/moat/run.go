@@ -47,6 +47,9 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&binds, "bind", "bind SRC on the host at DST inside, SRC:DST[:ro|rw] (read-only by default; repeatable)")
 	workdir := fs.String("workdir", "", "host directory mounted read-write at /work (default: a fresh one, removed afterwards)")
 	network := fs.String("net", "", "network: none (no interface up) or loopback (lo up); default from the policy")
+	var allowHosts, allowCIDRs multi
+	fs.Var(&allowHosts, "allow-host", "let CMD reach NAME[:PORT] (an exact name or *.DOMAIN; any port without one) through moat's filtering proxy, found in HTTP_PROXY, HTTPS_PROXY and ALL_PROXY; nothing else is reachable (repeatable)")
+	fs.Var(&allowCIDRs, "allow-cidr", "let CMD reach the IP range CIDR through the proxy: raw addresses in it, and names that resolve into it even when it is private or loopback (repeatable)")
 	fs.Var(&envs, "env", "set NAME=VALUE, or pass NAME from the host environment (repeatable)")
 	inherit := fs.Bool("inherit-env", false, "pass the whole host environment (for use as another executor's launcher)")
 	logFormat := logFormatFlag(fs)
@@ -73,6 +76,7 @@ Examples:
   moat run --policy python -- python3 -c 'print(6*7)'
   moat run --bind ./src:/src --net loopback --timeout 10s -- make -C /src test
   moat run --expose-argv -- ./tool.py /data/input.csv
+  moat run --allow-host pypi.org --allow-host '*.pythonhosted.org:443' -- pip download requests
 
 Flags:
 `)
@@ -110,6 +114,7 @@ Flags:
 		pol.Identity = &id
 	}
 	limits.apply(pol)
+	addEgress(pol, allowHosts, allowCIDRs)
 	if err := pol.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
@@ -152,6 +157,15 @@ Flags:
 	}
 	if *timeout != 0 {
 		opts = append(opts, native.WithTimeout(*timeout))
+	}
+	if pol.Egress != nil {
+		proxy, err := newEgressProxy(logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "moat run: %v\n", err)
+			return exitSandbox
+		}
+		defer proxy.Close()
+		opts = append(opts, native.WithEgressProxy(proxy))
 	}
 	p, err := native.New(opts...)
 	if err != nil {

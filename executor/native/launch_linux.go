@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/moat-sandbox/moat/cgroups"
 	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/executor/egress"
 	"github.com/moat-sandbox/moat/nsexec"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -29,6 +30,7 @@ type launcher struct {
 	onUsage    func(*executor.Request, cgroups.Usage)
 	logger     *slog.Logger
 	pool       *pool
+	egress     *egressRoute
 }
 
 func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Process, error) {
@@ -59,12 +61,24 @@ func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Pr
 	}
 	defer placed()
 	cfg.CgroupNS = leaf != nil
+	var sb *egress.Sandbox
+	if l.egress != nil {
+		if sb, err = l.egress.open(&cfg, in.Request.Tool); err != nil {
+			l.deleteLeaf(leaf)
+			return nil, setupError(in.Request.Tool, err)
+		}
+	}
 	proc, err := nsexec.Start(ctx, &cfg, nsexec.Stdio{Stdin: in.Stdin, Stdout: in.Stdout, Stderr: in.Stderr}, opts...)
 	if err != nil {
+		if sb != nil {
+			sb.Close()
+		}
 		l.deleteLeaf(leaf)
 		return nil, startError(in.Request.Tool, err)
 	}
-	return l.process(proc, leaf, in.Request), nil
+	p := l.process(proc, leaf, in.Request)
+	p.egress = sb
+	return p, nil
 }
 
 // leaf creates the dispatch's cgroup leaf when the policy sets limits this
@@ -116,7 +130,7 @@ func (l *launcher) deleteLeaf(leaf *cgroups.Leaf) {
 }
 
 func (l *launcher) process(proc *nsexec.Process, leaf *cgroups.Leaf, req *executor.Request) *process {
-	p := &process{proc: proc, leaf: leaf, tool: req.Tool, req: req, onUsage: l.onUsage,
+	p := &process{proc: proc, leaf: leaf, tool: req.Tool, req: req, onUsage: l.onUsage, onEgress: l.egressUsage(),
 		memory: memoryLimit(l.resources), logger: l.logger}
 	if l.pool != nil {
 		p.after = l.pool.refillAfter
@@ -150,14 +164,16 @@ func memoryLimit(res *specs.LinuxResources) int64 {
 // child is the tool; when the tool ends, the init ends with its status and
 // the kernel kills everything else in the pid namespace.
 type process struct {
-	proc    *nsexec.Process
-	leaf    *cgroups.Leaf
-	tool    string
-	req     *executor.Request
-	onUsage func(*executor.Request, cgroups.Usage)
-	memory  int64
-	logger  *slog.Logger
-	after   func() // once the sandbox is gone (the warm pool's refill)
+	proc     *nsexec.Process
+	leaf     *cgroups.Leaf
+	tool     string
+	req      *executor.Request
+	onUsage  func(*executor.Request, cgroups.Usage)
+	onEgress func(*executor.Request, egress.Usage)
+	memory   int64
+	logger   *slog.Logger
+	after    func() // once the sandbox is gone (the warm pool's refill)
+	egress   *egress.Sandbox
 
 	mu     sync.Mutex
 	waited bool
@@ -207,6 +223,14 @@ func (p *process) Wait() (executor.ExitStatus, error) {
 		}
 		if derr := p.leaf.Delete(); derr != nil {
 			p.logger.Warn("remove the dispatch's cgroup", "err", derr)
+		}
+	}
+	if p.egress != nil {
+		// The sandbox is gone: its socket and tunnels go too, and the
+		// counters are final.
+		p.egress.Close()
+		if p.onEgress != nil {
+			p.onEgress(p.req, p.egress.Usage())
 		}
 	}
 	if p.after != nil {

@@ -100,11 +100,15 @@ func lower(o *options) (*launcher, executor.Config, error) {
 		}
 	}
 
+	route, err := lowerEgress(o, pol, &tmpl)
+	if err != nil {
+		return nil, cfg, err
+	}
 	digest, err := digestTemplate(&tmpl)
 	if err != nil {
 		return nil, cfg, err
 	}
-	l := &launcher{tmpl: tmpl, tmplDigest: digest, nsexec: o.nsexec, onUsage: o.onUsage, logger: o.logger}
+	l := &launcher{tmpl: tmpl, tmplDigest: digest, nsexec: o.nsexec, onUsage: o.onUsage, logger: o.logger, egress: route}
 	res, err := resources(pol)
 	if err != nil {
 		return nil, cfg, err

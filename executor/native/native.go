@@ -17,6 +17,7 @@ import (
 
 	"github.com/moat-sandbox/moat/cgroups"
 	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/executor/egress"
 	"github.com/moat-sandbox/moat/nsexec"
 	"github.com/moat-sandbox/moat/policies"
 	"github.com/moat-sandbox/moat/seccomp"
@@ -50,6 +51,8 @@ type options struct {
 	poolIdle   time.Duration
 	store      *seccomp.Store
 	systemdBus string
+	egress     *egress.Proxy
+	onEgress   func(*executor.Request, egress.Usage)
 }
 
 // WithSeccompStore keeps the policy's compiled seccomp program in dir
@@ -239,6 +242,12 @@ func New(opts ...Option) (*Provider, error) {
 	if o.poolSize < 0 {
 		return nil, &executor.Error{Code: executor.CodeConfig, Message: fmt.Sprintf("native: pool size %d is negative", o.poolSize)}
 	}
+	if o.poolSize > 0 && l.egress != nil {
+		// A pooled sandbox is prepared before its dispatch is known, and
+		// its egress socket counts for the dispatch: start each cold.
+		o.logger.Warn("warm pool not used: the policy has an egress section", "policy", o.policy.Name)
+		o.poolSize = 0
+	}
 	if o.poolSize > 0 {
 		rc := p.Config()
 		l.pool = newPool(l, o.poolSize, o.poolIdle, rc.WorkdirBase, []string{rc.WorkdirPrefix, runWorkdirPrefix})
@@ -270,6 +279,9 @@ func (p *Provider) PoolStats() PoolStats {
 func (p *Provider) Close() error {
 	if p.launcher.pool != nil {
 		p.launcher.pool.close()
+	}
+	if e := p.launcher.egress; e != nil && e.own {
+		e.proxy.Close()
 	}
 	if p.launcher.ownCgroups && p.launcher.cgroups != nil {
 		return p.launcher.cgroups.Close()

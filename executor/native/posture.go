@@ -24,6 +24,7 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *exe
 		Limits:       map[string]string{"timeout": executor.LimitEnforced, "outputCap": executor.LimitEnforced},
 		Rootfs:       "tmpfs+ro-binds of the host system directories",
 	}
+	n.Egress = attestEgress(l.egress, pol)
 	if l.tmpl.Rootfs != "" {
 		n.Rootfs = l.tmpl.Rootfs + " (read-only)"
 	}
@@ -87,9 +88,18 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *exe
 func (p *Provider) Posture() executor.Posture {
 	return p.pipeline.Config().Posture("native", &executor.Isolation{
 		Flavor:       executor.FlavorNative,
-		Network:      p.launcher.tmpl.Network,
+		Network:      p.network(),
 		ReadOnlyRoot: true,
 		CapDrop:      []string{"ALL"},
 		Native:       p.native,
 	})
+}
+
+// network is the posture's network: "egress" when the tool reaches the
+// policy's allowlist through the proxy, else the namespace's mode.
+func (p *Provider) network() string {
+	if p.launcher.egress != nil {
+		return "egress"
+	}
+	return p.launcher.tmpl.Network
 }

@@ -1,0 +1,199 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/moat-sandbox/moat/policies"
+)
+
+// Allowlist is a policy's egress section, parsed once.
+type Allowlist struct {
+	Rules []policies.HostRule
+	CIDRs []netip.Prefix
+}
+
+// NewAllowlist parses e; its errors are the policy's field errors.
+func NewAllowlist(e *policies.Egress) (*Allowlist, error) {
+	rules, err := e.Rules()
+	ps, perr := e.Prefixes()
+	if err = errors.Join(err, perr); err != nil {
+		return nil, fmt.Errorf("egress: %w", err)
+	}
+	return &Allowlist{Rules: rules, CIDRs: ps}, nil
+}
+
+func (a *Allowlist) inRange(ip netip.Addr) bool {
+	for _, p := range a.CIDRs {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// Denial is a destination the policy does not allow; the proxy tells the
+// tool its Reason (HTTP 403, SOCKS reply 2).
+type Denial struct {
+	Host   string
+	Port   uint16
+	Reason string
+}
+
+func (d *Denial) Error() string {
+	return fmt.Sprintf("moat egress denied %s: %s", net.JoinHostPort(d.Host, strconv.Itoa(int(d.Port))), d.Reason)
+}
+
+// UnreachableError is an allowed destination that could not be resolved or
+// connected to (HTTP 502, SOCKS reply 4 or 5).
+type UnreachableError struct {
+	Host    string
+	Port    uint16
+	Resolve bool // the name did not resolve
+	Err     error
+}
+
+func (e *UnreachableError) Error() string {
+	what := "connect to"
+	if e.Resolve {
+		what = "resolve"
+	}
+	return fmt.Sprintf("moat egress: %s %s: %v", what, net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))), e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// special are the ranges that are never a public destination, beyond what
+// netip's predicates name: refused unless an egress range names them.
+var special = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),       // "this network" (RFC 791); 0.0.0.0 reaches the host
+	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT (RFC 6598)
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments (RFC 6890)
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking (RFC 2544)
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and broadcast
+	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64 (RFC 6052): reaches any IPv4 address, private ones too
+	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64 (RFC 8215)
+	netip.MustParsePrefix("2002::/16"),       // 6to4 (RFC 3056): embeds an IPv4 address
+	netip.MustParsePrefix("2001::/32"),       // Teredo (RFC 4380): embeds one too
+	netip.MustParsePrefix("fec0::/10"),       // deprecated site-local
+	netip.MustParsePrefix("100::/64"),        // discard-only (RFC 6666)
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation
+	netip.MustParsePrefix("192.0.2.0/24"),    // documentation
+	netip.MustParsePrefix("198.51.100.0/24"), // documentation
+	netip.MustParsePrefix("203.0.113.0/24"),  // documentation
+}
+
+// forbidden says why ip is not a public destination, or "" when it is.
+func forbidden(ip netip.Addr, own []netip.Addr) string {
+	switch {
+	case ip.IsLoopback():
+		return "loopback"
+	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
+		return "link-local"
+	case ip.IsPrivate():
+		return "private"
+	case ip.IsUnspecified(), ip.IsMulticast(), ip.IsInterfaceLocalMulticast(), !ip.IsGlobalUnicast():
+		return "not a unicast address"
+	}
+	for _, p := range special {
+		if p.Contains(ip) {
+			return "a special-purpose address (" + p.String() + ")"
+		}
+	}
+	for _, a := range own {
+		if a == ip {
+			return "one of this host's own addresses"
+		}
+	}
+	return ""
+}
+
+// dial checks host:port against the sandbox's allowlist, resolves it on
+// the host, and connects to the first address the policy allows. It
+// returns a *Denial or an *UnreachableError.
+func (s *Sandbox) dial(ctx context.Context, host string, port uint16) (net.Conn, error) {
+	p := s.proxy
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	deny := func(format string, args ...any) (net.Conn, error) {
+		return nil, &Denial{Host: host, Port: port, Reason: fmt.Sprintf(format, args...)}
+	}
+	if port == 0 {
+		return deny("port 0 is not a destination")
+	}
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		ip = ip.Unmap()
+		if !s.allow.inRange(ip) {
+			return deny("a raw IP address is allowed only inside the policy's egress.cidrs, and %s is not", ip)
+		}
+		addrs = []netip.Addr{ip}
+	} else {
+		if !plainName(host) {
+			return deny("not a host name: only letters, digits, '-', '_' and '.' are matched against the allowlist")
+		}
+		if !s.allowed(host, port) {
+			return deny("%s is not on the policy's egress allowlist (add it to egress.allow, or moat run --allow-host %s)", host, net.JoinHostPort(host, strconv.Itoa(int(port))))
+		}
+		found, err := p.resolver.LookupNetIP(ctx, "ip", host)
+		if err != nil || len(found) == 0 {
+			if err == nil {
+				err = errors.New("no address")
+			}
+			return nil, &UnreachableError{Host: host, Port: port, Resolve: true, Err: err}
+		}
+		own, _ := p.hostAddrs()
+		var why []string
+		for _, ip := range found {
+			ip = ip.Unmap()
+			if s.allow.inRange(ip) {
+				addrs = append(addrs, ip)
+			} else if r := forbidden(ip, own); r != "" {
+				why = append(why, ip.String()+" is "+r)
+			} else {
+				addrs = append(addrs, ip)
+			}
+		}
+		if len(addrs) == 0 {
+			return deny("it resolves only to addresses the proxy refuses unless egress.cidrs names them (%s)", strings.Join(why, "; "))
+		}
+	}
+	d := net.Dialer{Timeout: p.dialTimeout}
+	var errs []error
+	for _, ip := range addrs {
+		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(ip, port).String())
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, &UnreachableError{Host: host, Port: port, Err: errors.Join(errs...)}
+}
+
+func (s *Sandbox) allowed(host string, port uint16) bool {
+	for _, r := range s.allow.Rules {
+		if r.Matches(host, port) {
+			return true
+		}
+	}
+	return false
+}
+
+// plainName reports whether host holds only what a policy's names can:
+// a name with a NUL, a space or a percent sign matches no rule, and must
+// not reach the resolver as one that might.
+func plainName(host string) bool {
+	if host == "" || len(host) > 253 {
+		return false
+	}
+	for _, c := range host {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}

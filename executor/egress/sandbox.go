@@ -1,0 +1,216 @@
+package egress
+
+import (
+	"bufio"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Usage is what one sandbox did through the proxy.
+type Usage struct {
+	// Connections counts the destinations the proxy connected to.
+	Connections int64
+	// Denials counts refused requests: destinations the policy does not
+	// allow, and connections beyond the cap.
+	Denials int64
+	// BytesOut and BytesIn count the bytes the tool sent to and received
+	// from the proxy (request heads and tunnelled data alike).
+	BytesOut, BytesIn int64
+}
+
+// Sandbox is one sandbox's door to the proxy: its socket, allowlist,
+// counters and connection cap.
+type Sandbox struct {
+	proxy  *Proxy
+	allow  *Allowlist
+	ln     *net.UnixListener
+	path   string
+	logger *slog.Logger
+	sem    chan struct{}
+
+	connected, denials, out, in atomic.Int64
+	lastCapLog                  atomic.Int64
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// Socket is the host path of the sandbox's unix socket, to bind into it.
+func (s *Sandbox) Socket() string { return s.path }
+
+// Usage returns the counters so far (final once Close returned).
+func (s *Sandbox) Usage() Usage {
+	return Usage{Connections: s.connected.Load(), Denials: s.denials.Load(), BytesOut: s.out.Load(), BytesIn: s.in.Load()}
+}
+
+// Close stops the socket, ends every open connection of the sandbox and
+// waits for them.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	err := s.ln.Close()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.proxy.mu.Lock()
+	delete(s.proxy.open, s)
+	s.proxy.mu.Unlock()
+	return err
+}
+
+// track registers c (a connection of either side) to be closed by Close;
+// false when the sandbox is already closed.
+func (s *Sandbox) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Sandbox) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	c.Close()
+}
+
+// serve accepts until Close. Each connection takes a slot of the
+// sandbox's cap; a connection beyond it is closed at once, so a tool that
+// floods its socket holds at most the cap of descriptors and goroutines of
+// this process, and other sandboxes, with their own sockets and caps, are
+// not slowed.
+func (s *Sandbox) serve() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		select {
+		case s.sem <- struct{}{}:
+		default:
+			c.Close()
+			s.denials.Add(1)
+			// One line a second at most: the flood must not become a log flood.
+			if now := time.Now().Unix(); s.lastCapLog.Swap(now) != now {
+				s.logger.Warn("egress denied: connection cap reached", "cap", cap(s.sem))
+			}
+			continue
+		}
+		if !s.track(c) {
+			c.Close()
+			<-s.sem
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-s.sem }()
+			defer s.untrack(c)
+			s.handle(&counted{Conn: c, s: s})
+		}()
+	}
+}
+
+// handle serves one connection: SOCKS5 when its first byte is version 5,
+// else HTTP.
+func (s *Sandbox) handle(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(headTimeout))
+	br := bufio.NewReader(c)
+	first, err := br.Peek(1)
+	if err != nil {
+		return
+	}
+	if first[0] == socksVersion {
+		s.socks(c, br)
+		return
+	}
+	s.http(c, br)
+}
+
+// denied counts and logs a refusal.
+func (s *Sandbox) denied(proto string, d *Denial) {
+	s.denials.Add(1)
+	s.logger.Warn("egress denied", "err", net.JoinHostPort(d.Host, strconv.Itoa(int(d.Port)))+": "+d.Reason, "proto", proto)
+}
+
+// relay copies both ways until both directions are done, then closes up.
+// The tool side's buffered bytes (read past the request head, and counted
+// then) go first; the rest is copied between the bare connections, so the
+// kernel splices TCP and unix sockets without a copy through this process
+// (net.TCPConn.ReadFrom), and io.Copy's totals are the counters.
+func (s *Sandbox) relay(tool net.Conn, buffered *bufio.Reader, up net.Conn) {
+	if !s.track(up) {
+		up.Close()
+		return
+	}
+	defer s.untrack(up)
+	tool.SetReadDeadline(time.Time{})
+	raw := tool
+	if c, ok := tool.(*counted); ok {
+		raw = c.Conn
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if n := buffered.Buffered(); n > 0 {
+			b, _ := buffered.Peek(n)
+			if _, err := up.Write(b); err != nil {
+				closeWrite(up)
+				return
+			}
+		}
+		n, _ := io.Copy(up, raw)
+		s.out.Add(n)
+		closeWrite(up)
+	}()
+	n, _ := io.Copy(raw, up)
+	s.in.Add(n)
+	closeWrite(raw)
+	<-done
+}
+
+func closeWrite(c net.Conn) {
+	switch c := c.(type) {
+	case interface{ CloseWrite() error }:
+		c.CloseWrite()
+	case *counted:
+		closeWrite(c.Conn)
+	default:
+		c.Close()
+	}
+}
+
+// counted counts the bytes of the tool's side of a connection.
+type counted struct {
+	net.Conn
+	s *Sandbox
+}
+
+func (c *counted) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.s.out.Add(int64(n))
+	return n, err
+}
+
+func (c *counted) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.s.in.Add(int64(n))
+	return n, err
+}

@@ -1,0 +1,165 @@
+package policies
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Egress is the network a sandbox may reach through moat's host-side
+// filtering proxy (package executor/egress); deny is the default. With an
+// egress section the sandbox still has no route out: only lo is up, and the
+// tool reaches the proxy through the usual proxy environment variables.
+type Egress struct {
+	// Allow lists destinations as "NAME" or "NAME:PORT": an exact host name
+	// ("pypi.org") or a wildcard for every name below a domain
+	// ("*.pythonhosted.org", which does not match pythonhosted.org itself).
+	// No port means any port.
+	Allow []string `json:"allow,omitempty"`
+	// CIDRs are IP ranges ("203.0.113.0/24", "127.0.0.1/32") the tool may
+	// name as raw addresses, and that an allowed name may resolve to even
+	// when they are loopback, link-local, private or the host's own: the
+	// proxy refuses such addresses unless a range here names them (DNS
+	// rebinding).
+	CIDRs []string `json:"cidrs,omitempty"`
+}
+
+// HostRule is one parsed entry of Egress.Allow.
+type HostRule struct {
+	// Name is lower-case without a trailing dot; for a wildcard it is the
+	// domain after "*." and Wildcard is set.
+	Name     string
+	Wildcard bool
+	// Port is 0 for any port.
+	Port uint16
+}
+
+// Matches reports whether the rule allows host (lower-case, no trailing
+// dot) on port.
+func (r HostRule) Matches(host string, port uint16) bool {
+	if r.Port != 0 && r.Port != port {
+		return false
+	}
+	if r.Wildcard {
+		return strings.HasSuffix(host, "."+r.Name)
+	}
+	return host == r.Name
+}
+
+func (r HostRule) String() string {
+	s := r.Name
+	if r.Wildcard {
+		s = "*." + s
+	}
+	if r.Port != 0 {
+		s += ":" + strconv.Itoa(int(r.Port))
+	}
+	return s
+}
+
+// Rules parses Allow; its errors are *FieldError with the entry's JSON path
+// ("egress.allow[2]"), all at once.
+func (e *Egress) Rules() ([]HostRule, error) {
+	var v validator
+	rules := v.egressRules(e.Allow)
+	return rules, v.err()
+}
+
+// Prefixes parses CIDRs, with the same errors as Rules.
+func (e *Egress) Prefixes() ([]netip.Prefix, error) {
+	var v validator
+	ps := v.egressCIDRs(e.CIDRs)
+	return ps, v.err()
+}
+
+func (v *validator) egress(e *Egress) {
+	v.egressRules(e.Allow)
+	v.egressCIDRs(e.CIDRs)
+}
+
+func (v *validator) egressRules(allow []string) []HostRule {
+	var out []HostRule
+	for i, s := range allow {
+		at := fmt.Sprintf("egress.allow[%d]", i)
+		r, reason := parseHostRule(s)
+		if reason != "" {
+			v.add(at, s, "%s", reason)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (v *validator) egressCIDRs(cidrs []string) []netip.Prefix {
+	var out []netip.Prefix
+	for i, s := range cidrs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				v.add(fmt.Sprintf("egress.cidrs[%d]", i), s, "is not an IP range; write it like 203.0.113.0/24 or 2001:db8::/32 (one address: 203.0.113.7/32)")
+				continue
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out
+}
+
+// parseHostRule reads "NAME[:PORT]"; a non-empty reason says what is wrong.
+func parseHostRule(s string) (HostRule, string) {
+	var r HostRule
+	name := s
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		name = s[:i]
+		port, err := strconv.ParseUint(s[i+1:], 10, 16)
+		if err != nil || port == 0 {
+			return r, "has a port out of range; use NAME or NAME:PORT with a port from 1 to 65535"
+		}
+		r.Port = uint16(port)
+	}
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	if name == "" {
+		return r, "has an empty host name; use a name like pypi.org or *.pythonhosted.org"
+	}
+	if _, err := netip.ParseAddr(strings.Trim(name, "[]")); err == nil || strings.ContainsAny(name, "[]") {
+		return r, "is an IP address; list raw addresses as ranges in egress.cidrs"
+	}
+	if rest, ok := strings.CutPrefix(name, "*."); ok {
+		r.Wildcard = true
+		name = rest
+	}
+	if strings.Contains(name, "*") {
+		return r, "has a wildcard that is not the whole first label; only a leading \"*.\" is allowed, as in *.example.com"
+	}
+	if !isHostName(name) {
+		return r, "is not a host name; use letters, digits, '-' and '.', in labels of 1 to 63 characters"
+	}
+	if r.Wildcard && !strings.Contains(name, ".") {
+		return r, "is a wildcard over a top-level domain; name a domain below it, as in *.example.com"
+	}
+	r.Name = name
+	return r, ""
+}
+
+// isHostName checks RFC 1123 labels (underscores allowed: some service
+// names use them).
+func isHostName(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
