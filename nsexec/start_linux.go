@@ -151,8 +151,11 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 		egress := *e
 		c.Egress = &egress
 	}
-	if c.UID == 0 && c.GID == 0 {
+	if c.UID == 0 && c.GID == 0 && !c.ExactIDs {
 		c.UID, c.GID = DefaultUID, DefaultGID
+	}
+	if c.Cwd != "" && (!filepath.IsAbs(c.Cwd) || filepath.Clean(c.Cwd) != c.Cwd) {
+		return nil, &ConfigError{Field: "cwd", Value: c.Cwd, Reason: "use an absolute, clean path"}
 	}
 	if c.Hostname == "" {
 		c.Hostname = DefaultHostname
