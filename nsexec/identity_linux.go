@@ -43,6 +43,11 @@ func hostIdentity(o *options) (id Identity, root bool, lease *idLease, err error
 	return Identity{UID: lease.key.id, GID: lease.key.id}, true, lease, nil
 }
 
+// IsHostRoot says whether the caller is root of the initial user namespace
+// (root, not root only in a rootless engine's user namespace): such a
+// caller maps each sandbox onto a host id of its own, any other its own id.
+func IsHostRoot() bool { return os.Geteuid() == 0 && rootIsHostRoot() }
+
 // rootIsHostRoot says whether uid 0 of this process's user namespace is
 // uid 0 of its parent namespace. It is not in a rootless engine's user
 // namespace (podman's, whose root is the user who ran podman): the caller
