@@ -39,16 +39,16 @@ type ready struct {
 // monitor holds one container: the prepared sandbox until start, then the
 // running one, until it ends.
 type monitor struct {
-	id     string
-	dir    *oci.Dir
-	state  *oci.State
-	plan   *oci.Plan
-	log    *slog.Logger
-	leaf   *cgroups.Leaf
-	stdio  nsexec.Stdio
-	pty    *os.File // the terminal's slave, when process.terminal
-	ln     *net.UnixListener
-	sigs   chan os.Signal
+	id    string
+	dir   *oci.Dir
+	state *oci.State
+	plan  *oci.Plan
+	log   *slog.Logger
+	leaf  *cgroups.Leaf
+	stdio nsexec.Stdio
+	pty   *os.File // the terminal's slave, when process.terminal
+	ln    *net.UnixListener
+	sigs  chan os.Signal
 
 	mu      sync.Mutex
 	pending *nsexec.Pending
