@@ -94,7 +94,15 @@ func (r *Root) Open(id string) (*Dir, error) {
 		}
 		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
-	return &Dir{fd: fd, id: id, root: r}, nil
+	// The Dir keeps its own descriptor of the root, to remove itself from
+	// it after the Root was closed.
+	parent, err := unix.Dup(r.fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("container %s: %w", id, err)
+	}
+	unix.CloseOnExec(parent)
+	return &Dir{fd: fd, id: id, parent: parent}, nil
 }
 
 // List returns the IDs of the containers under the root.
@@ -114,13 +122,15 @@ func (r *Root) List() ([]string, error) {
 
 // Dir is one container's state directory.
 type Dir struct {
-	fd   int
-	id   string
-	root *Root
+	fd, parent int
+	id         string
 }
 
-// Close releases the directory's descriptor.
-func (d *Dir) Close() error { return unix.Close(d.fd) }
+// Close releases the directory's descriptors.
+func (d *Dir) Close() error {
+	unix.Close(d.parent)
+	return unix.Close(d.fd)
+}
 
 // At is a path that reaches name in the directory through the descriptor
 // (no component can be swapped for a symlink), short enough for a unix
@@ -141,8 +151,9 @@ func (d *Dir) Remove() error {
 			return fmt.Errorf("remove container %s: %s: %w", d.id, e.Name(), err)
 		}
 	}
+	err = unix.Unlinkat(d.parent, d.id, unix.AT_REMOVEDIR)
 	d.Close()
-	if err := unix.Unlinkat(d.root.fd, d.id, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("remove container %s: %w", d.id, err)
 	}
 	return nil
