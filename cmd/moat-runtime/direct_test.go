@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -31,7 +32,18 @@ func waitStatus(t *testing.T, root, id string, want specs.ContainerState) specs.
 
 // TestLifecycle walks runc's protocol as an engine does: create (the
 // process waits), state, start (it runs), kill, delete.
-func TestLifecycle(t *testing.T) {
+func TestLifecycle(t *testing.T) { testLifecycle(t) }
+
+// TestLifecycleAsNobody is TestLifecycle run by an ordinary user: rootless, the
+// runtime maps the process's uid 0 onto the caller's own id.
+func TestLifecycleAsNobody(t *testing.T) {
+	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
+		return
+	}
+	testLifecycle(t)
+}
+
+func testLifecycle(t *testing.T) {
 	root := t.TempDir()
 	b, _ := bundle(t, "/bin/sh", "-c", "echo started as $(id -u); exec sleep 30")
 	out, err := os.CreateTemp(t.TempDir(), "out")
@@ -115,7 +127,18 @@ func TestDeleteCreated(t *testing.T) {
 
 // TestRunExitStatus: run exits with the process's status, 128+N for a
 // signal, as runc run does.
-func TestRunExitStatus(t *testing.T) {
+func TestRunExitStatus(t *testing.T) { testRunExitStatus(t) }
+
+// TestRunExitStatusAsNobody is TestRunExitStatus run by an ordinary user: rootless, the
+// runtime maps the process's uid 0 onto the caller's own id.
+func TestRunExitStatusAsNobody(t *testing.T) {
+	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
+		return
+	}
+	testRunExitStatus(t)
+}
+
+func testRunExitStatus(t *testing.T) {
 	root := t.TempDir()
 	for script, want := range map[string]int{"exit 7": 7, "true": 0, "kill -9 $$": 137, "kill -TERM $$": 143} {
 		b, _ := bundle(t, "/bin/sh", "-c", script)
@@ -158,7 +181,18 @@ func TestRefusalIsClear(t *testing.T) {
 
 // TestConsoleSocket: with process.terminal the master of a new pty goes
 // to --console-socket and the process's stdio is its slave.
-func TestConsoleSocket(t *testing.T) {
+func TestConsoleSocket(t *testing.T) { testConsoleSocket(t) }
+
+// TestConsoleSocketAsNobody is TestConsoleSocket run by an ordinary user: rootless, the
+// runtime maps the process's uid 0 onto the caller's own id.
+func TestConsoleSocketAsNobody(t *testing.T) {
+	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
+		return
+	}
+	testConsoleSocket(t)
+}
+
+func testConsoleSocket(t *testing.T) {
 	root := t.TempDir()
 	_, spec := bundle(t, "/bin/sh", "-c", "test -t 0 && test -t 1 && echo tty-ok; stty size")
 	spec.Process.Terminal = true
