@@ -170,12 +170,17 @@ func (r *runtime) delete(args []string) error {
 		return err
 	}
 	if alive {
-		if st.Status == specs.StateRunning && !force {
+		if !force && st.Status != specs.StateStopped {
+			// The runtime spec: delete of a container that is not stopped
+			// fails and has no effect (runc ends a created one; engines
+			// pass --force for that).
 			d.Close()
-			return fmt.Errorf("delete container %s: it is running; stop it first or use --force", id)
+			return fmt.Errorf("delete container %s: it is %s, not stopped; kill it first or use --force", id, st.Status)
 		}
-		// A created container is ended by delete, as runc does.
-		request(d.At(controlSocket), "kill "+strconv.Itoa(int(unix.SIGKILL))+" all")
+		if st.Status != specs.StateStopped {
+			request(d.At(controlSocket), "kill "+strconv.Itoa(int(unix.SIGKILL))+" all")
+		}
+		// A stopped container's monitor is on its way out.
 		if !waitGone(st.Pid, st.PidStart, 10*time.Second) {
 			d.Close()
 			return fmt.Errorf("delete container %s: its monitor (pid %d) did not end after SIGKILL", id, st.Pid)

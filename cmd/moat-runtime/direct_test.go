@@ -84,7 +84,7 @@ func testLifecycle(t *testing.T) {
 	if _, errs, code := rt(t, root, "start", "c1"); code == 0 || !strings.Contains(errs, "not created") {
 		t.Fatalf("a second start: exit %d: %s", code, errs)
 	}
-	if _, errs, code := rt(t, root, "delete", "c1"); code == 0 || !strings.Contains(errs, "running") {
+	if _, errs, code := rt(t, root, "delete", "c1"); code == 0 || !strings.Contains(errs, "not stopped") {
 		t.Fatalf("delete of a running container without --force: exit %d: %s", code, errs)
 	}
 	if _, errs, code := rt(t, root, "kill", "c1", "KILL"); code != 0 {
@@ -107,7 +107,8 @@ func testLifecycle(t *testing.T) {
 	}
 }
 
-// TestDeleteCreated: delete ends a container that was never started.
+// TestDeleteCreated: delete refuses a created container, as the runtime
+// spec asks, and delete --force ends it.
 func TestDeleteCreated(t *testing.T) {
 	root := t.TempDir()
 	b, _ := bundle(t, "/bin/true")
@@ -115,7 +116,13 @@ func TestDeleteCreated(t *testing.T) {
 		t.Fatalf("create: exit %d: %s", code, errs)
 	}
 	pid := ociState(t, root, "c2").Pid
-	if _, errs, code := rt(t, root, "delete", "c2"); code != 0 {
+	if _, errs, code := rt(t, root, "delete", "c2"); code == 0 || !strings.Contains(errs, "not stopped") {
+		t.Fatalf("delete of a created container: exit %d: %s", code, errs)
+	}
+	if st := ociState(t, root, "c2"); st.Status != specs.StateCreated {
+		t.Fatalf("a refused delete changed the container: %+v", st)
+	}
+	if _, errs, code := rt(t, root, "delete", "--force", "c2"); code != 0 {
 		t.Fatalf("delete: exit %d: %s", code, errs)
 	}
 	if unix.Kill(pid, 0) == nil {

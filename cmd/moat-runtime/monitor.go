@@ -124,7 +124,7 @@ func newMonitor(g global, log *slog.Logger, id, bundle, consoleSocket string) (*
 	cfg := plan.Config
 	cfg.Seccomp = prog
 	raiseRlimits(cfg.Rlimits)
-	opts := []nsexec.Option{nsexec.WithLogger(log)}
+	opts := append([]nsexec.Option{nsexec.WithLogger(log)}, initOption()...)
 	if plan.HostID != nil {
 		opts = append(opts, nsexec.WithIdentity(*plan.HostID))
 	}

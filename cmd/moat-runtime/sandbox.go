@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
 	"syscall"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/moat-sandbox/moat/policies"
 	"github.com/moat-sandbox/moat/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // filterFor compiles the config's seccomp profile as given, or moat's
@@ -96,4 +99,25 @@ func raiseRlimits(rl []specs.POSIXRlimit) {
 		// RLIMIT_NOFILE in step, so children get the new value.
 		_ = syscall.Setrlimit(res, &syscall.Rlimit{Cur: r.Soft, Max: r.Hard})
 	}
+}
+
+// initBinary is moat's small static sandbox init (cmd/moat-init), started
+// instead of a re-exec of moat-runtime when it is installed next to it.
+// Besides starting faster, it has no cgo: the init runs under the
+// container's own filter, and glibc's pthread_create (in a cgo binary)
+// tries clone3 and gives up on the EPERM that profiles written for runc
+// answer to it (runc's init never runs under the filter), where the Go
+// runtime's own thread creation uses clone.
+const initBinary = "moat-init"
+
+func initOption() []nsexec.Option {
+	self, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	p := filepath.Join(filepath.Dir(self), initBinary)
+	if unix.Access(p, unix.X_OK) != nil {
+		return nil
+	}
+	return []nsexec.Option{nsexec.WithInitPath(p)}
 }

@@ -52,7 +52,10 @@ type Target struct {
 // whether the caller is root of the initial user namespace (it then maps a
 // host id; rootless it maps only its own).
 func Translate(spec *specs.Spec, bundle string, hostRoot bool) (*Plan, error) {
-	t := translator{spec: spec, bundle: bundle, hostRoot: hostRoot, plan: &Plan{}}
+	// moat mounts its own /proc, /dev and /tmp, which nsexec expects to
+	// find in a root it never writes to.
+	t := translator{spec: spec, bundle: bundle, hostRoot: hostRoot, plan: &Plan{
+		Targets: []Target{{Path: "/proc", Dir: true}, {Path: "/dev", Dir: true}, {Path: "/tmp", Dir: true}}}}
 	t.root()
 	t.process()
 	t.hostname()

@@ -69,7 +69,7 @@ func TestTranslatePodmanConfig(t *testing.T) {
 	if p.HostID != nil {
 		t.Fatalf("no user namespace in the config: moat's own mapping, got %+v", p.HostID)
 	}
-	if len(p.Targets) != 2 || p.Targets[0] != (Target{Path: "/etc/hosts"}) || p.Targets[1] != (Target{Path: "/scratch", Dir: true}) {
+	if len(p.Targets) != 5 || p.Targets[2] != (Target{Path: "/tmp", Dir: true}) || p.Targets[3] != (Target{Path: "/etc/hosts"}) || p.Targets[4] != (Target{Path: "/scratch", Dir: true}) {
 		t.Fatalf("targets: %+v", p.Targets)
 	}
 }
