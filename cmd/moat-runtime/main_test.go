@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,8 +49,18 @@ func runtimeBin(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
 		var p string
-		if p, binErr = testenv.CopySelf("moat-runtime"); binErr == nil {
-			binDir = filepath.Dir(p)
+		if p, binErr = testenv.CopySelf("moat-runtime"); binErr != nil {
+			return
+		}
+		binDir = filepath.Dir(p)
+		// moat-init next to it, as installed (sandbox.go says why), when
+		// the go command is here to build it.
+		if goBin, err := exec.LookPath("go"); err == nil {
+			c := exec.Command(goBin, "build", "-o", filepath.Join(binDir, initBinary), "../moat-init")
+			c.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := c.CombinedOutput(); err != nil {
+				binErr = fmt.Errorf("build moat-init: %v: %s", err, out)
+			}
 		}
 	})
 	if binErr != nil {
