@@ -194,6 +194,13 @@ func podmanChecks(t *testing.T, p *podman, root bool) {
 			t.Fatalf("uid 0 inside is host uid %s", f[2])
 		}
 	})
+	t.Run("terminal", func(t *testing.T) {
+		// -t: conmon passes --console-socket and gets the pty's master.
+		out, errs, code := p.run(append(append([]string{"run", "--rm", "-t"}, runFlags()...), testImage, "/bin/sh", "-c", "test -t 0 && test -t 1 && echo tty-ok; exit 4")...)
+		if code != 4 || out != "tty-ok\r\n" {
+			t.Fatalf("run -t: exit %d, output %q (want 4 and tty-ok through the pty): %s", code, out, errs)
+		}
+	})
 	t.Run("stop", func(t *testing.T) {
 		id, errs, code := p.run(append(append([]string{"run", "-d"}, runFlags()...), testImage, "/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.1; done")...)
 		if code != 0 {
