@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
+	"github.com/moat-sandbox/moat/seccomp/attack"
 )
 
 // testImage is the offline image's name in podman's store.
@@ -420,4 +421,55 @@ func ociArchive(t *testing.T, name string) []byte {
 	}
 	tw.Close()
 	return buf.Bytes()
+}
+
+// TestPodmanHostile runs moat's hostile syscall battery inside a podman
+// container on moat-runtime: with podman's profile switched off
+// (seccomp=unconfined) the container gets moat's own allowlist, and every
+// attack must fail the way moat's sandbox makes it fail.
+func TestPodmanHostile(t *testing.T) {
+	testenv.RequireRoot(t)
+	p := &podman{t: t, bin: needPodman(t)}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		testenv.Skipf(t, "the attacker program is built from source and needs the go command")
+	}
+	dir, err := os.MkdirTemp("", "moat-oci-attacker-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "attacker")
+	build := exec.Command(goBin, "build", "-o", bin, "./testdata/attacker")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the attacker: %v\n%s", err, out)
+	}
+	p.importImage()
+	out, errs, code := p.run(append(append([]string{"run", "--rm", "--security-opt", "seccomp=unconfined", "-v", bin + ":/attacker:ro"}, runFlags()...), testImage, "/attacker")...)
+	if code != 0 {
+		t.Fatalf("attacker: exit %d: %s", code, errs)
+	}
+	var got map[string]int
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("attacker output %q: %v", out, err)
+	}
+	for _, pr := range attack.Probes() {
+		e, ok := got[pr.Name]
+		if !ok {
+			t.Errorf("attack %q did not report", pr.Name)
+			continue
+		}
+		switch errno := syscall.Errno(e); pr.Want {
+		case attack.Deny:
+			if errno != syscall.EPERM {
+				t.Errorf("%s returned %v inside the podman container, want EPERM from moat's filter", pr.Name, errno)
+			}
+		case attack.ENOSYS:
+			if errno != syscall.ENOSYS {
+				t.Errorf("%s returned %v inside the podman container, want ENOSYS", pr.Name, errno)
+			}
+		}
+	}
 }
