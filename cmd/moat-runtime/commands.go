@@ -186,7 +186,16 @@ func (r *runtime) delete(args []string) error {
 			return fmt.Errorf("delete container %s: its monitor (pid %d) did not end after SIGKILL", id, st.Pid)
 		}
 	}
-	return d.Remove()
+	if err := d.Remove(); err != nil {
+		return err
+	}
+	if st != nil && st.Status != specs.StateStopped && st.Exit == nil {
+		// The monitor died without recording the end (killed): its cgroup
+		// leaf, if any, is left; moat removes the leaves whose owner is
+		// gone, as every moat process does at start.
+		cleanStale()
+	}
+	return nil
 }
 
 // remove deletes a container's state, quietly (run's cleanup).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -259,4 +260,40 @@ func testConsoleSocket(t *testing.T) {
 	}
 	waitStatus(t, root, "tty1", specs.StateStopped)
 	rt(t, root, "delete", "tty1")
+}
+
+// TestMonitorKilled: when the monitor (the pid the engine knows) is killed,
+// the container dies with it (moat's init has the monitor as its launcher),
+// state says stopped, and delete cleans up.
+func TestMonitorKilled(t *testing.T) {
+	root := t.TempDir()
+	b, _ := bundle(t, "/bin/sleep", "100")
+	if _, errs, code := rt(t, root, "run", "--detach", "--bundle", b, "k1"); code != 0 {
+		t.Fatalf("run --detach: exit %d: %s", code, errs)
+	}
+	st := waitStatus(t, root, "k1", specs.StateRunning)
+	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", st.Pid, st.Pid))
+	if err := unix.Kill(st.Pid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, root, "k1", specs.StateStopped)
+	deadline := time.Now().Add(5 * time.Second)
+	for _, c := range strings.Fields(string(children)) {
+		pid, _ := strconv.Atoi(c)
+		for unix.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); strings.Contains(string(b), ") Z") {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(b), ") Z") {
+			t.Fatalf("the sandbox init %d outlived its killed monitor: %s", pid, b)
+		}
+	}
+	if len(strings.Fields(string(children))) == 0 {
+		t.Fatalf("the monitor %d had no sandbox child", st.Pid)
+	}
+	if _, errs, code := rt(t, root, "delete", "k1"); code != 0 {
+		t.Fatalf("delete: exit %d: %s", code, errs)
+	}
 }

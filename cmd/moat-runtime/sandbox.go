@@ -121,3 +121,14 @@ func initOption() []nsexec.Option {
 	}
 	return []nsexec.Option{nsexec.WithInitPath(p)}
 }
+
+// cleanStale removes the cgroup leaves of moat processes that are gone
+// (cgroups.Manager.CleanStale), here a monitor that was killed.
+func cleanStale() {
+	mgr, err := cgroups.New()
+	if err != nil {
+		return
+	}
+	mgr.CleanStale()
+	mgr.Close()
+}
