@@ -49,44 +49,47 @@ func oneID(args []string, cmd string) (string, error) {
 	return pos[0], nil
 }
 
-func (r *runtime) start(args []string) error {
-	id, err := oneID(args, "start")
+// one reads the one container ID of a command, and that container's state.
+// The caller closes the Dir.
+func (r *runtime) one(args []string, cmd string) (*oci.Dir, *oci.State, bool, error) {
+	id, err := oneID(args, cmd)
 	if err != nil {
-		return err
+		return nil, nil, false, err
 	}
 	d, err := r.open(id)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	st, alive, err := current(d)
+	if err != nil {
+		d.Close()
+		return nil, nil, false, err
+	}
+	return d, st, alive, nil
+}
+
+func (r *runtime) start(args []string) error {
+	d, st, alive, err := r.one(args, "start")
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	st, alive, err := current(d)
-	if err != nil {
-		return err
-	}
 	if !alive || st.Status != specs.StateCreated {
-		return fmt.Errorf("start container %s: it is %s, not created", id, st.Status)
+		return fmt.Errorf("start container %s: it is %s, not created", st.ID, st.Status)
 	}
 	if err := request(d.At(controlSocket), "start"); err != nil {
-		return fmt.Errorf("start container %s: %w", id, err)
+		return fmt.Errorf("start container %s: %w", st.ID, err)
 	}
 	return nil
 }
 
 // state prints the OCI state document.
 func (r *runtime) state(args []string) error {
-	id, err := oneID(args, "state")
+	d, st, _, err := r.one(args, "state")
 	if err != nil {
 		return err
 	}
-	d, err := r.open(id)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	st, _, err := current(d)
-	if err != nil {
-		return err
-	}
+	d.Close()
 	out := st.State
 	if out.Status == specs.StateStopped {
 		out.Pid = 0
