@@ -265,6 +265,21 @@ func TestPodmanRoot(t *testing.T) {
 	testenv.RequireRoot(t)
 	p := &podman{t: t, bin: needPodman(t)}
 	podmanChecks(t, p, true)
+	t.Run("uidmap", func(t *testing.T) {
+		// The config's own user namespace: the process's ids map to what
+		// its mappings say (podman chowns the image for them), never to
+		// host root.
+		run := func(m string) (string, string, int) {
+			return p.run(append(append([]string{"run", "--rm", "--uidmap", m, "--gidmap", m}, runFlags()...), testImage, "/bin/sh", "-c", "cat /proc/self/uid_map; stat -c %u /bin/busybox")...)
+		}
+		out, errs, code := run("0:300000:65536")
+		if f := strings.Fields(out); code != 0 || len(f) != 4 || f[0] != "0" || f[1] != "300000" || f[2] != "1" || f[3] != "0" {
+			t.Fatalf("--uidmap 0:300000:65536: exit %d, output %q, want uid 0 mapped alone onto 300000 and the image owned by uid 0: %s", code, out, errs)
+		}
+		if _, errs, code := run("0:0:65536"); code == 0 || !strings.Contains(errs, "host root") {
+			t.Fatalf("--uidmap 0:0:65536: exit %d, want a refusal naming host root: %s", code, errs)
+		}
+	})
 	t.Run("limits", func(t *testing.T) {
 		run := func(extra []string, args ...string) (string, string, int) {
 			all := append(append(append([]string{"run", "--rm"}, runFlags()...), extra...), append([]string{testImage}, args...)...)
