@@ -132,6 +132,11 @@ func (t *translator) process() {
 	if p.User.Umask != nil && *p.User.Umask != 0o022 {
 		t.refuse("process.user.umask", fmt.Sprintf("%#o", *p.User.Umask), "moat starts every process with umask 022")
 	}
+	for i, r := range p.Rlimits {
+		if _, ok := nsexec.RlimitResource(r.Type); !ok {
+			t.refuse(fmt.Sprintf("process.rlimits[%d].type", i), r.Type, "is not an rlimit this kernel knows")
+		}
+	}
 	t.plan.Config.Rlimits = p.Rlimits
 	t.plan.Terminal = p.Terminal
 	t.plan.ConsoleSize = p.ConsoleSize

@@ -107,6 +107,9 @@ func TestTranslateRefuses(t *testing.T) {
 			s.Linux.GIDMappings = s.Linux.UIDMappings
 		}},
 		{"root.path", func(s *specs.Spec) { s.Root = nil }},
+		{"process.rlimits[1].type", func(s *specs.Spec) {
+			s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_TEST"})
+		}},
 	}
 	for _, c := range cases {
 		s := podmanSpec()
