@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -131,6 +132,9 @@ func (r *runtime) createContainer(o createOpts) (*exec.Cmd, error) {
 		if err := writePidFile(o.pidFile, rep.Pid); err != nil {
 			mon.Process.Kill()
 			mon.Wait()
+			if d, derr := root.Open(o.id); derr == nil {
+				d.Remove()
+			}
 			return nil, err
 		}
 	}
@@ -179,7 +183,18 @@ func (r *runtime) runCmd(args []string) error {
 	if flags["detach"] || flags["d"] {
 		return mon.Process.Release()
 	}
+	// runc run forwards the signals it gets to the container: the monitor
+	// forwards them on to the container's init.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
+	go func() {
+		for sig := range sigs {
+			mon.Process.Signal(sig)
+		}
+	}()
 	err = mon.Wait()
+	signal.Stop(sigs)
+	close(sigs)
 	if !flags["keep"] {
 		r.remove(o.id)
 	}

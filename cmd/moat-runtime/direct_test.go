@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"os/exec"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -295,5 +296,33 @@ func TestMonitorKilled(t *testing.T) {
 	}
 	if _, errs, code := rt(t, root, "delete", "k1"); code != 0 {
 		t.Fatalf("delete: exit %d: %s", code, errs)
+	}
+}
+
+// TestRunForwardsSignals: a signal sent to `moat-runtime run` reaches the
+// container's process, as with runc run.
+func TestRunForwardsSignals(t *testing.T) {
+	root := t.TempDir()
+	b, _ := bundle(t, "/bin/sh", "-c", "trap 'exit 42' TERM; while :; do sleep 0.05; done")
+	cmd := exec.Command(runtimeBin(t), "--root", root, "run", "--bundle", b, "sig1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if out, _, code := rt(t, root, "state", "sig1"); code == 0 && strings.Contains(out, `"running"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the container did not run within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the trap is set
+	cmd.Process.Signal(unix.SIGTERM)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 42 {
+		t.Fatalf("run after SIGTERM: %v, want exit 42 from the container's trap", err)
 	}
 }
