@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 	"net"
-	"os/exec"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
