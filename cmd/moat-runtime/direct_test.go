@@ -16,6 +16,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// asNobody runs body again as nobody, in a copy of the test binary:
+// rootless, the runtime maps the process's uid 0 onto the caller's own id.
+func asNobody(t *testing.T, body func(*testing.T)) {
+	t.Helper()
+	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
+		return
+	}
+	body(t)
+}
+
 // waitStatus polls state until the container has status want.
 func waitStatus(t *testing.T, root, id string, want specs.ContainerState) specs.State {
 	t.Helper()
@@ -36,14 +46,8 @@ func waitStatus(t *testing.T, root, id string, want specs.ContainerState) specs.
 // process waits), state, start (it runs), kill, delete.
 func TestLifecycle(t *testing.T) { testLifecycle(t) }
 
-// TestLifecycleAsNobody is TestLifecycle run by an ordinary user: rootless, the
-// runtime maps the process's uid 0 onto the caller's own id.
-func TestLifecycleAsNobody(t *testing.T) {
-	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
-		return
-	}
-	testLifecycle(t)
-}
+// TestLifecycleAsNobody is TestLifecycle run by nobody.
+func TestLifecycleAsNobody(t *testing.T) { asNobody(t, testLifecycle) }
 
 func testLifecycle(t *testing.T) {
 	root := t.TempDir()
@@ -138,14 +142,8 @@ func TestDeleteCreated(t *testing.T) {
 // signal, as runc run does.
 func TestRunExitStatus(t *testing.T) { testRunExitStatus(t) }
 
-// TestRunExitStatusAsNobody is TestRunExitStatus run by an ordinary user: rootless, the
-// runtime maps the process's uid 0 onto the caller's own id.
-func TestRunExitStatusAsNobody(t *testing.T) {
-	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
-		return
-	}
-	testRunExitStatus(t)
-}
+// TestRunExitStatusAsNobody is TestRunExitStatus run by nobody.
+func TestRunExitStatusAsNobody(t *testing.T) { asNobody(t, testRunExitStatus) }
 
 func testRunExitStatus(t *testing.T) {
 	root := t.TempDir()
@@ -192,14 +190,8 @@ func TestRefusalIsClear(t *testing.T) {
 // to --console-socket and the process's stdio is its slave.
 func TestConsoleSocket(t *testing.T) { testConsoleSocket(t) }
 
-// TestConsoleSocketAsNobody is TestConsoleSocket run by an ordinary user: rootless, the
-// runtime maps the process's uid 0 onto the caller's own id.
-func TestConsoleSocketAsNobody(t *testing.T) {
-	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
-		return
-	}
-	testConsoleSocket(t)
-}
+// TestConsoleSocketAsNobody is TestConsoleSocket run by nobody.
+func TestConsoleSocketAsNobody(t *testing.T) { asNobody(t, testConsoleSocket) }
 
 func testConsoleSocket(t *testing.T) {
 	root := t.TempDir()
