@@ -100,6 +100,7 @@ type podman struct {
 	bin  string
 	cred *syscall.Credential
 	env  []string
+	n    int
 }
 
 func needPodman(t *testing.T) string {
@@ -136,6 +137,17 @@ func (p *podman) cmd(args ...string) *exec.Cmd {
 		c.Env = p.env
 	}
 	return c
+}
+
+// name is a container name of its own for one test container, removed
+// when the test ends whatever happened (a failed create leaves podman's
+// record behind).
+func (p *podman) name(t *testing.T) string {
+	t.Helper()
+	p.n++
+	n := fmt.Sprintf("moat-oci-%d-%d", os.Getpid(), p.n)
+	t.Cleanup(func() { p.run("rm", "-f", n) })
+	return n
 }
 
 func (p *podman) run(args ...string) (string, string, int) {
@@ -203,7 +215,7 @@ func podmanChecks(t *testing.T, p *podman, root bool) {
 		}
 	})
 	t.Run("stop", func(t *testing.T) {
-		id, errs, code := p.run(append(append([]string{"run", "-d"}, runFlags()...), testImage, "/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.1; done")...)
+		id, errs, code := p.run(append(append([]string{"run", "-d", "--name", p.name(t)}, runFlags()...), testImage, "/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.1; done")...)
 		if code != 0 {
 			t.Fatalf("run -d: exit %d: %s", code, errs)
 		}
@@ -220,7 +232,7 @@ func podmanChecks(t *testing.T, p *podman, root bool) {
 		if out, _, _ := p.run("inspect", id, "--format", "{{.State.ExitCode}}"); strings.TrimSpace(out) != "137" {
 			t.Fatalf("exit code after stop: %q, want 137 (SIGKILL)", out)
 		}
-		id2, errs, code := p.run(append(append([]string{"run", "-d"}, runFlags()...), testImage, "sleep", "100")...)
+		id2, errs, code := p.run(append(append([]string{"run", "-d", "--name", p.name(t)}, runFlags()...), testImage, "sleep", "100")...)
 		if code != 0 {
 			t.Fatalf("run -d: exit %d: %s", code, errs)
 		}
@@ -234,7 +246,7 @@ func podmanChecks(t *testing.T, p *podman, root bool) {
 		p.run("rm", id2)
 	})
 	t.Run("rm-f", func(t *testing.T) {
-		id, errs, code := p.run(append(append([]string{"run", "-d"}, runFlags()...), testImage, "sleep", "100")...)
+		id, errs, code := p.run(append(append([]string{"run", "-d", "--name", p.name(t)}, runFlags()...), testImage, "sleep", "100")...)
 		if code != 0 {
 			t.Fatalf("run -d: exit %d: %s", code, errs)
 		}

@@ -30,10 +30,23 @@ func TestRuntimeTools(t *testing.T) {
 	if err != nil {
 		testenv.Skipf(t, "the runtime-tools suite is built from source and needs the go command")
 	}
-	rt := runtimeBin(t)
-	if _, err := os.Stat(filepath.Join(filepath.Dir(rt), initBinary)); err != nil {
+	bin := runtimeBin(t)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(bin), initBinary)); err != nil {
 		t.Fatalf("moat-init was not built next to the runtime: %v", err)
 	}
+	// The suite names no --root: a wrapper gives the runtime one of its
+	// own, and whatever the suite leaves there is deleted afterwards.
+	stateRoot := t.TempDir()
+	rt := filepath.Join(t.TempDir(), "moat-runtime-wrapper")
+	if err := os.WriteFile(rt, []byte("#!/bin/sh\nexec "+bin+" --root "+stateRoot+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		entries, _ := os.ReadDir(stateRoot)
+		for _, e := range entries {
+			exec.Command(bin, "--root", stateRoot, "delete", "--force", e.Name()).Run()
+		}
+	})
 	expected := readExpected(t)
 	src := runtimeToolsSource(t, goBin)
 	results := map[string]string{}
