@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/opencontainers/runtime-spec/specs-go/features"
 )
 
 func TestParseGlobal(t *testing.T) {
@@ -49,5 +51,22 @@ func TestJSONLog(t *testing.T) {
 	var rec struct{ Level, Msg string }
 	if err := json.Unmarshal(b, &rec); err != nil || rec.Level != "error" || !strings.Contains(rec.Msg, "no container") {
 		t.Fatalf("log %q: %+v %v", b, rec, err)
+	}
+}
+
+// TestFeatures: the features document is valid JSON of the runtime-spec
+// type and says what moat does not do (no hooks, no systemd cgroups, no
+// AppArmor).
+func TestFeatures(t *testing.T) {
+	out, errs, code := rt(t, t.TempDir(), "features")
+	if code != 0 {
+		t.Fatalf("features: exit %d: %s", code, errs)
+	}
+	var f features.Features
+	if err := json.Unmarshal([]byte(out), &f); err != nil {
+		t.Fatalf("features %q: %v", out, err)
+	}
+	if f.Linux == nil || len(f.Hooks) != 0 || *f.Linux.Cgroup.Systemd || *f.Linux.Apparmor.Enabled || !*f.Linux.Seccomp.Enabled || len(f.Linux.Namespaces) != 7 {
+		t.Fatalf("features: %s", out)
 	}
 }
