@@ -265,7 +265,15 @@ func TestMonitorKilled(t *testing.T) {
 		t.Fatalf("run --detach: exit %d: %s", code, errs)
 	}
 	st := waitStatus(t, root, "k1", specs.StateRunning)
-	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", st.Pid, st.Pid))
+	// The sandbox init is the child of the monitor's thread that spawned
+	// it (nsexec keeps that thread for the child's life): read every
+	// thread's children.
+	var children []byte
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", st.Pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		children = append(append(children, ' '), b...)
+	}
 	if err := unix.Kill(st.Pid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
