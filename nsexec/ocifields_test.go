@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
+	"golang.org/x/sys/unix"
 )
 
 func init() {
@@ -106,4 +107,53 @@ func helperNestedRoot() error {
 	}
 	fmt.Print(string(b[:n]))
 	return nil
+}
+
+// TestWithNetNS: a sandbox started in a given network namespace sees that
+// namespace's interfaces (here the test's own), holds no capability over
+// it, and a descriptor of another namespace type is refused.
+func TestWithNetNS(t *testing.T) {
+	testenv.RequireRoot(t)
+	f, err := os.Open("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	host, err := os.ReadFile("/proc/net/dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ifaces := func(dev string) []string {
+		var names []string
+		for _, line := range strings.Split(dev, "\n")[2:] {
+			if name, _, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+				names = append(names, name)
+			}
+		}
+		return names
+	}
+	r := mustRun(t, shell(t, "cat /proc/net/dev; ip link set lo down 2>/dev/null && echo lo-down; true"), WithNetNS(f))
+	// Other work on this host adds and removes interfaces (veths) between
+	// the two reads: the sandbox must see more than lo, and an interface
+	// of the joined namespace other than lo.
+	inside, shared := ifaces(r.stdout), false
+	for _, h := range ifaces(string(host)) {
+		for _, i := range inside {
+			shared = shared || (h == i && h != "lo")
+		}
+	}
+	if !shared || strings.Contains(r.stdout, "lo-down") {
+		t.Fatalf("interfaces inside %q, want the joined namespace's (%q), and no change to them: %q", inside, ifaces(string(host)), r.stdout)
+	}
+	r = mustRun(t, shell(t, "cat /proc/net/dev"))
+	if got := strings.Join(ifaces(r.stdout), " "); got != "lo" {
+		t.Fatalf("without WithNetNS: interfaces %q, want lo alone", got)
+	}
+	uts, err := os.Open("/proc/self/ns/uts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uts.Close()
+	_, err = run(t, shell(t, "true"), WithNetNS(uts))
+	setupErr(t, err, StepNetwork, unix.EINVAL)
 }

@@ -26,6 +26,8 @@ type Process struct {
 	err   error
 
 	after  func() // runs once the child was reaped (or never started)
+	// joinNet is the network namespace the child is born in (WithNetNS).
+	joinNet *os.File
 	hostID Identity
 	lease  *idLease // the host id's lock, when it came from the range
 
@@ -86,7 +88,11 @@ func (p *Process) release() {
 // goroutine never unlocks, so the runtime discards the thread afterwards.
 func (p *Process) own(path string, attr *os.ProcAttr, started chan<- error) {
 	runtime.LockOSThread()
-	proc, err := os.StartProcess(path, []string{InitArgv0}, attr)
+	var proc *os.Process
+	err := joinNetNS(p.joinNet)
+	if err == nil {
+		proc, err = os.StartProcess(path, []string{InitArgv0}, attr)
+	}
 	if err != nil {
 		if p.after != nil {
 			p.after()
