@@ -25,11 +25,11 @@ type Process struct {
 	state *os.ProcessState
 	err   error
 
-	after  func() // runs once the child was reaped (or never started)
+	after func() // runs once the child was reaped (or never started)
 	// joinNet is the network namespace the child is born in (WithNetNS).
 	joinNet *os.File
-	hostID Identity
-	lease  *idLease // the host id's lock, when it came from the range
+	hostID  Identity
+	lease   *idLease // the host id's lock, when it came from the range
 
 	// sync is the launcher's end of the sync socket, held while the sandbox
 	// runs (the init ends the sandbox at its EOF) and read for the tool's

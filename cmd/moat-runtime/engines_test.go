@@ -155,8 +155,8 @@ func (p *podman) run(args ...string) (string, string, int) {
 	return cmdOut(p.t, p.cmd(args...))
 }
 
-// runFlags are what every test container gets: no network (an engine's
-// network namespace cannot be joined; moat makes one with only lo) and
+// runFlags are what every test container gets: no network (moat makes a
+// namespace with only lo; the "network" subtest joins podman's own) and
 // rlimits this host allows.
 func runFlags() []string { return append([]string{"--network", "none"}, ulimits()...) }
 
@@ -277,6 +277,15 @@ func TestPodmanRoot(t *testing.T) {
 	testenv.RequireRoot(t)
 	p := &podman{t: t, bin: needPodman(t)}
 	podmanChecks(t, p, true)
+	t.Run("network", func(t *testing.T) {
+		// podman's default network: moat-runtime joins the namespace
+		// podman configured (a veth, eth0), every other one new.
+		all := append(append([]string{"run", "--rm"}, ulimits()...), testImage, "/bin/sh", "-c", "cat /proc/net/dev; grep CapEff /proc/self/status")
+		out, errs, code := p.run(all...)
+		if code != 0 || !strings.Contains(out, "eth0:") || !strings.Contains(out, "0000000000000000") {
+			t.Fatalf("default network: exit %d, output %q, want eth0 from podman's namespace and no capability: %s", code, out, errs)
+		}
+	})
 	t.Run("uidmap", func(t *testing.T) {
 		// The config's own user namespace: the process's ids map to what
 		// its mappings say (podman chowns the image for them), never to

@@ -128,6 +128,15 @@ func newMonitor(g global, log *slog.Logger, id, bundle, consoleSocket string) (*
 	if plan.HostID != nil {
 		opts = append(opts, nsexec.WithIdentity(*plan.HostID))
 	}
+	if plan.NetNS != "" {
+		// The engine's network namespace (nsexec checks it is one).
+		f, err := os.OpenFile(plan.NetNS, os.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("config.json linux.namespaces: the network namespace: %w", err)
+		}
+		defer f.Close()
+		opts = append(opts, nsexec.WithNetNS(f))
+	}
 	leaf, copts, placed, err := cgroupFor(id, plan.Resources, log)
 	if err != nil {
 		return nil, err

@@ -35,6 +35,9 @@ type Plan struct {
 	// before the start (only when the root is writable, root.readonly
 	// false, as runc creates them).
 	Targets []Target
+	// NetNS is the path of the network namespace to join (the engine's);
+	// empty: a new one with only lo.
+	NetNS string
 	// CgroupNS: the config asks for a cgroup namespace.
 	CgroupNS bool
 	// Notes say what moat provides itself in place of a config entry.
@@ -171,7 +174,7 @@ func (t *translator) hostname() {
 // config that shares the host's instead should say.
 var alwaysNew = map[specs.LinuxNamespaceType]string{
 	specs.PIDNamespace:     "podman: no --pid host",
-	specs.NetworkNamespace: "podman: --network none; ctr: no --net-host; moat gives the container a network namespace with only lo",
+	specs.NetworkNamespace: "podman: no --network host; ctr: no --net-host",
 	specs.IPCNamespace:     "podman: no --ipc host",
 	specs.UTSNamespace:     "podman: no --uts host",
 	specs.MountNamespace:   "",
@@ -188,12 +191,14 @@ func (t *translator) linux() {
 	for i, ns := range l.Namespaces {
 		field := fmt.Sprintf("linux.namespaces[%d]", i)
 		seen[ns.Type] = true
+		if ns.Path != "" && ns.Type == specs.NetworkNamespace {
+			// The engine's network (podman's bridge, a CRI pod's): joined,
+			// with every other namespace new (nsexec.WithNetNS).
+			t.plan.NetNS = ns.Path
+			continue
+		}
 		if ns.Path != "" {
-			hint := alwaysNew[ns.Type]
-			if ns.Type == specs.NetworkNamespace {
-				hint = "podman: --network none (an engine-made network namespace cannot be joined); ctr: no --with-ns"
-			}
-			t.refuse(field+".path", ns.Path, "moat creates every namespace of a sandbox itself and joins none (%s)", hint)
+			t.refuse(field+".path", ns.Path, "moat creates every namespace of a sandbox but the network itself and joins none (%s)", alwaysNew[ns.Type])
 			continue
 		}
 		switch ns.Type {

@@ -82,7 +82,7 @@ func TestTranslateRefuses(t *testing.T) {
 		edit  func(s *specs.Spec)
 	}{
 		{"linux.namespaces", func(s *specs.Spec) { s.Linux.Namespaces = s.Linux.Namespaces[:1] }},
-		{"linux.namespaces[1].path", func(s *specs.Spec) { s.Linux.Namespaces[1].Path = "/run/netns/x" }},
+		{"linux.namespaces[2].path", func(s *specs.Spec) { s.Linux.Namespaces[2].Path = "/proc/1/ns/ipc" }},
 		{"linux.namespaces[5]", func(s *specs.Spec) {
 			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "time"})
 		}},
@@ -131,6 +131,17 @@ func TestTranslateRefuses(t *testing.T) {
 	_, err := Translate(s, "/b", true)
 	if err == nil || !strings.Contains(err.Error(), "hooks") || !strings.Contains(err.Error(), "linux.devices") {
 		t.Fatalf("every refusal at once: got %v", err)
+	}
+}
+
+// TestTranslateNetNS: the engine's network namespace is joined; a config
+// that shares the host's (no network entry) is still refused.
+func TestTranslateNetNS(t *testing.T) {
+	s := podmanSpec()
+	s.Linux.Namespaces[1].Path = "/run/netns/netns-1"
+	p, err := Translate(s, "/b", true)
+	if err != nil || p.NetNS != "/run/netns/netns-1" {
+		t.Fatalf("network namespace path: %+v, %v", p, err)
 	}
 }
 
