@@ -18,6 +18,7 @@ var allowed = map[string][]string{
 	"cgroups":             {},
 	"conformance/testenv": {},
 	"nsexec":              {"seccomp"},
+	"nsexec/oci":          {"nsexec", "seccomp"},
 	"executor":            {"ledger", "policies"},
 	"executor/subprocess": {"executor", "ledger", "policies"},
 	"executor/container":  {"executor", "ledger", "policies"},

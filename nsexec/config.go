@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 5 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress
+const ConfigVersion = 6 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs
 
 // Network modes.
 const (
@@ -46,9 +46,18 @@ type Config struct {
 	Egress *Egress `json:"egress,omitempty"`
 	// UID and GID are the identity of the tool inside the sandbox. When both
 	// are zero they become DefaultUID and DefaultGID (so uid 0 inside can only
-	// be had with a non-zero GID; it would hold no capability either way).
+	// be had with a non-zero GID or ExactIDs; it would hold no capability
+	// either way).
 	UID uint32 `json:"uid"`
 	GID uint32 `json:"gid"`
+	// ExactIDs keeps UID and GID as given, 0:0 included (an OCI config's
+	// process.user): the ids inside are the mapping's inside side only; the
+	// host side is never root either way.
+	ExactIDs bool `json:"exactIDs,omitempty"`
+	// Cwd is the tool's working directory inside the sandbox, an absolute,
+	// clean path that must exist in the new root. Empty means /work when
+	// Workdir is set, else /.
+	Cwd string `json:"cwd,omitempty"`
 	// Hostname inside the UTS namespace (default DefaultHostname).
 	Hostname string `json:"hostname,omitempty"`
 	// TmpSize is the size cap of the /tmp tmpfs in bytes (default

@@ -48,14 +48,14 @@ func listenEgress(port uint16) (int, error) {
 // closeAbove closes every descriptor above fd but keep (-1: none).
 func closeAbove(fd, keep int) error {
 	if keep <= fd {
-		return unix.CloseRange(uint(fd)+1, ^uint(0), 0)
+		return closeRange(uint(fd)+1, ^uint(0))
 	}
 	if keep > fd+1 {
-		if err := unix.CloseRange(uint(fd)+1, uint(keep)-1, 0); err != nil {
+		if err := closeRange(uint(fd)+1, uint(keep)-1); err != nil {
 			return err
 		}
 	}
-	return unix.CloseRange(uint(keep)+1, ^uint(0), 0)
+	return closeRange(uint(keep)+1, ^uint(0))
 }
 
 // forwardEgress relays every connection accepted on the listening socket

@@ -29,6 +29,9 @@ func (c *child) hygiene() error {
 	if cfg.Workdir != "" {
 		cwd = "/work"
 	}
+	if cfg.Cwd != "" {
+		cwd = cfg.Cwd
+	}
 	if err := unix.Chdir(cwd); err != nil {
 		return stepErr(StepCwd, cwd, "", err)
 	}

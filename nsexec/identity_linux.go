@@ -20,7 +20,7 @@ const DefaultHostID = 2000000000
 // the configured id, else one of the range held by the returned lease
 // (release it once the sandbox was reaped). Host root is never returned.
 func hostIdentity(o *options) (id Identity, root bool, lease *idLease, err error) {
-	if os.Geteuid() != 0 {
+	if os.Geteuid() != 0 || !rootIsHostRoot() {
 		return Identity{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}, false, nil, nil
 	}
 	if o.identity != nil {
@@ -41,6 +41,31 @@ func hostIdentity(o *options) (id Identity, root bool, lease *idLease, err error
 		return Identity{}, true, nil, err
 	}
 	return Identity{UID: lease.key.id, GID: lease.key.id}, true, lease, nil
+}
+
+// IsHostRoot says whether the caller is root of the initial user namespace
+// (root, not root only in a rootless engine's user namespace): such a
+// caller maps each sandbox onto a host id of its own, any other its own id.
+func IsHostRoot() bool { return os.Geteuid() == 0 && rootIsHostRoot() }
+
+// rootIsHostRoot says whether uid 0 of this process's user namespace is
+// uid 0 of its parent namespace. It is not in a rootless engine's user
+// namespace (podman's, whose root is the user who ran podman): the caller
+// is then rootless in all but name, and maps its own id, as any rootless
+// caller does, instead of taking a host id from a range it cannot lock or
+// map (and setgroups stays denied, as that namespace's own is).
+func rootIsHostRoot() bool {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return true // no user namespaces here: the initial namespace
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "0" {
+			return f[1] == "0"
+		}
+	}
+	return false
 }
 
 // SubordinateIdentity returns the first id of the ranges /etc/subuid and

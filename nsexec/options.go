@@ -24,6 +24,7 @@ type options struct {
 	identity  *Identity
 	ids       *idRange
 	trace     func(Trace)
+	netns     *os.File // WithNetNS
 }
 
 func newOptions(opts []Option) options {

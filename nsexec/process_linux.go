@@ -25,9 +25,11 @@ type Process struct {
 	state *os.ProcessState
 	err   error
 
-	after  func() // runs once the child was reaped (or never started)
-	hostID Identity
-	lease  *idLease // the host id's lock, when it came from the range
+	after func() // runs once the child was reaped (or never started)
+	// joinNet is the network namespace the child is born in (WithNetNS).
+	joinNet *os.File
+	hostID  Identity
+	lease   *idLease // the host id's lock, when it came from the range
 
 	// sync is the launcher's end of the sync socket, held while the sandbox
 	// runs (the init ends the sandbox at its EOF) and read for the tool's
@@ -86,7 +88,11 @@ func (p *Process) release() {
 // goroutine never unlocks, so the runtime discards the thread afterwards.
 func (p *Process) own(path string, attr *os.ProcAttr, started chan<- error) {
 	runtime.LockOSThread()
-	proc, err := os.StartProcess(path, []string{InitArgv0}, attr)
+	var proc *os.Process
+	err := joinNetNS(p.joinNet)
+	if err == nil {
+		proc, err = os.StartProcess(path, []string{InitArgv0}, attr)
+	}
 	if err != nil {
 		if p.after != nil {
 			p.after()

@@ -92,6 +92,7 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	// A lent workdir is given back once the child is reaped, whichever way it
 	// ends (Process.own), before Wait returns.
 	p := &Process{done: make(chan struct{}), lease: lease, hostID: id, after: func() { paths.giveBack(o.logger) }}
+	p.joinNet = o.netns
 	started := make(chan error, 1)
 	t0 := monotonic()
 	go p.own(initPath, attr, started)
@@ -151,8 +152,11 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 		egress := *e
 		c.Egress = &egress
 	}
-	if c.UID == 0 && c.GID == 0 {
+	if c.UID == 0 && c.GID == 0 && !c.ExactIDs {
 		c.UID, c.GID = DefaultUID, DefaultGID
+	}
+	if c.Cwd != "" && (!filepath.IsAbs(c.Cwd) || filepath.Clean(c.Cwd) != c.Cwd) {
+		return nil, &ConfigError{Field: "cwd", Value: c.Cwd, Reason: "use an absolute, clean path"}
 	}
 	if c.Hostname == "" {
 		c.Hostname = DefaultHostname
@@ -207,6 +211,9 @@ func sysProcAttr(c *Config, id Identity, root bool, o *options) *syscall.SysProc
 	if o.cgroupFD >= 0 {
 		attr.UseCgroupFD, attr.CgroupFD = true, o.cgroupFD
 	}
+	if o.netns != nil {
+		attr.Cloneflags &^= unix.CLONE_NEWNET // joined by own() instead (WithNetNS)
+	}
 	return attr
 }
 
@@ -260,6 +267,9 @@ func stdioFiles(s Stdio) ([]*os.File, func(), error) {
 
 // cloneError turns a failed spawn into a SetupError of step clone.
 func cloneError(initPath string, err error) error {
+	if se, ok := err.(*SetupError); ok {
+		return se // joinNetNS's, already typed
+	}
 	errno := errnoOf(err)
 	return &SetupError{Step: StepClone, Path: initPath, Errno: errno, Detail: "spawn the sandbox init", Hint: hintFor(StepClone, errno)}
 }

@@ -95,28 +95,39 @@ func (l *launcher) leaf() (*cgroups.Leaf, []nsexec.Option, func(), error) {
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("create the dispatch's cgroup: %w", err)
 	}
-	// On cgroup v2 the child is born in its leaf (CLONE_INTO_CGROUP),
-	// so it never runs outside it; on v1 it joins the leaf itself, first
-	// thing, from the thread that execs the tool (nsexec.WithCgroupTasks
-	// says why not the parent). Either way the cgroup namespace is
-	// unshared only afterwards, so its root is the leaf.
-	if fd, ok := leaf.FD(); ok {
-		return leaf, append(opts, nsexec.WithCgroupFD(fd)), noop, nil
-	}
-	tasks, err := leaf.Tasks()
+	in, placed, err := LeafOptions(leaf)
 	if err != nil {
 		l.deleteLeaf(leaf)
 		return nil, nil, nil, fmt.Errorf("create the dispatch's cgroup: %w", err)
 	}
+	return leaf, append(opts, in...), placed, nil
+}
+
+// LeafOptions returns the nsexec options that start a sandbox inside leaf,
+// and what to call once it was started (it closes descriptors only the
+// start needs). On cgroup v2 the child is born in its leaf
+// (CLONE_INTO_CGROUP), so it never runs outside it; on v1 it joins the
+// leaf itself, first thing, from the thread that execs the tool
+// (nsexec.WithCgroupTasks says why not the parent). Either way the cgroup
+// namespace is unshared only afterwards, so its root is the leaf.
+func LeafOptions(leaf *cgroups.Leaf) ([]nsexec.Option, func(), error) {
+	noop := func() {}
+	if fd, ok := leaf.FD(); ok {
+		return []nsexec.Option{nsexec.WithCgroupFD(fd)}, noop, nil
+	}
+	tasks, err := leaf.Tasks()
+	if err != nil {
+		return nil, nil, err
+	}
 	if tasks == nil { // v2 without an fd for clone3
-		return leaf, append(opts, nsexec.WithPlacement(leaf.Add)), noop, nil
+		return []nsexec.Option{nsexec.WithPlacement(leaf.Add)}, noop, nil
 	}
 	closeAll := func() {
 		for _, f := range tasks {
 			f.Close()
 		}
 	}
-	return leaf, append(opts, nsexec.WithCgroupTasks(tasks...)), closeAll, nil
+	return []nsexec.Option{nsexec.WithCgroupTasks(tasks...)}, closeAll, nil
 }
 
 // deleteLeaf removes a leaf whose sandbox never ran a tool.

@@ -1,0 +1,511 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moat-sandbox/moat/conformance/testenv"
+	"github.com/moat-sandbox/moat/seccomp/attack"
+)
+
+// testImage is the offline image's name in podman's store.
+const testImage = "localhost/moat-oci-test:busybox"
+
+// imageTar writes the test image's root as a tar (symlinks kept) and
+// returns its bytes.
+func imageTar(t *testing.T) []byte {
+	t.Helper()
+	root := testRootfs(t)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if d.Type()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		}
+		h, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		h.Name, _ = filepath.Rel(root, p)
+		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if info.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			_, err = tw.Write(b)
+			return err
+		}
+		return nil
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		t.Fatalf("tar the test image: %v", err)
+	}
+	return buf.Bytes()
+}
+
+// cmdOut runs cmd with a timeout and returns stdout, stderr, exit status.
+func cmdOut(t *testing.T, cmd *exec.Cmd) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%v: %v", cmd.Args, err)
+	}
+	timer := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
+	err := cmd.Wait()
+	timer.Stop()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%v: %v", cmd.Args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// podman is an engine as one user: root, or an ordinary user (rootless).
+type podman struct {
+	t    *testing.T
+	bin  string
+	cred *syscall.Credential
+	env  []string
+	n    int
+}
+
+func needPodman(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("podman")
+	if err != nil {
+		testenv.Skipf(t, "podman is not installed (Debian: apt-get install podman)")
+	}
+	return p
+}
+
+// ulimits are the rlimits a container gets. podman asks RLIMIT_NOFILE
+// 1048576 by default, which only a process with CAP_SYS_RESOURCE may set
+// above its hard limit; the development host's root lacks it (it runs in
+// a container), and runc fails there the same way. So nofile is this
+// process's hard limit; and nproc must then be given too, since podman
+// 4.3 turns it to 1048576 once any --ulimit is given: 32768, podman's
+// own default, at most this process's hard limit.
+func ulimits() []string {
+	var nofile, nproc syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile)
+	syscall.Getrlimit(6 /* RLIMIT_NPROC */, &nproc)
+	np := min(nproc.Max, 32768)
+	return []string{"--ulimit", fmt.Sprintf("nofile=%d:%d", nofile.Max, nofile.Max), "--ulimit", fmt.Sprintf("nproc=%d:%d", np, np)}
+}
+
+func (p *podman) cmd(args ...string) *exec.Cmd {
+	// cgroupfs: moat makes its cgroups itself, and this host's systemd
+	// (if any) does not run podman's scopes.
+	all := append([]string{"--runtime", runtimeBin(p.t), "--cgroup-manager", "cgroupfs"}, args...)
+	c := exec.Command(p.bin, all...)
+	if p.cred != nil {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
+		c.Env = p.env
+	}
+	return c
+}
+
+// name is a container name of its own for one test container, removed
+// when the test ends whatever happened (a failed create leaves podman's
+// record behind).
+func (p *podman) name(t *testing.T) string {
+	t.Helper()
+	p.n++
+	n := fmt.Sprintf("moat-oci-%d-%d", os.Getpid(), p.n)
+	t.Cleanup(func() { p.run("rm", "-f", n) })
+	return n
+}
+
+func (p *podman) run(args ...string) (string, string, int) {
+	p.t.Helper()
+	return cmdOut(p.t, p.cmd(args...))
+}
+
+// runFlags are what every test container gets: no network (moat makes a
+// namespace with only lo; the "network" subtest joins podman's own) and
+// rlimits this host allows.
+func runFlags() []string { return append([]string{"--network", "none"}, ulimits()...) }
+
+// importImage puts the offline test image into this user's store.
+func (p *podman) importImage() {
+	p.t.Helper()
+	// A directory of its own that the engine's user can read (a test's
+	// TempDir is below a 0700 one).
+	dir, err := os.MkdirTemp("", "moat-oci-import-")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	f := filepath.Join(dir, "image.tar")
+	if err := os.WriteFile(f, imageTar(p.t), 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	if _, errs, code := p.run("import", f, testImage); code != 0 {
+		p.t.Fatalf("podman import: exit %d: %s", code, errs)
+	}
+}
+
+// podmanChecks is the battery a podman user runs: exit statuses, the
+// identity inside, stop (SIGTERM, then SIGKILL), rm -f.
+func podmanChecks(t *testing.T, p *podman, root bool) {
+	p.importImage()
+	run := func(args ...string) (string, string, int) {
+		return p.run(append(append([]string{"run", "--rm"}, runFlags()...), append([]string{testImage}, args...)...)...)
+	}
+	t.Run("exit-status", func(t *testing.T) {
+		for script, want := range map[string]int{"exit 3": 3, "true": 0, "kill -9 $$": 137} {
+			if _, errs, code := run("/bin/sh", "-c", script); code != want {
+				t.Errorf("%q: exit %d, want %d: %s", script, code, want, errs)
+			}
+		}
+	})
+	t.Run("identity", func(t *testing.T) {
+		out, errs, code := run("/bin/sh", "-c", "id -u; cat /proc/self/uid_map; cat /proc/self/status | grep CapEff; cat /proc/self/status | grep NoNewPrivs")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		f := strings.Fields(out)
+		if len(f) < 8 || f[0] != "0" || f[1] != "0" || f[3] != "1" || f[5] != "0000000000000000" || f[7] != "1" {
+			t.Fatalf("inside: %q, want uid 0 mapped alone, no capability, no_new_privs", out)
+		}
+		if root && (f[2] == "0" || f[2] == "4294967295") {
+			t.Fatalf("uid 0 inside is host uid %s", f[2])
+		}
+	})
+	t.Run("terminal", func(t *testing.T) {
+		// -t: conmon passes --console-socket and gets the pty's master.
+		out, errs, code := p.run(append(append([]string{"run", "--rm", "-t"}, runFlags()...), testImage, "/bin/sh", "-c", "test -t 0 && test -t 1 && echo tty-ok; exit 4")...)
+		if code != 4 || out != "tty-ok\r\n" {
+			t.Fatalf("run -t: exit %d, output %q (want 4 and tty-ok through the pty): %s", code, out, errs)
+		}
+	})
+	t.Run("stop", func(t *testing.T) {
+		id, errs, code := p.run(append(append([]string{"run", "-d", "--name", p.name(t)}, runFlags()...), testImage, "/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.1; done")...)
+		if code != 0 {
+			t.Fatalf("run -d: exit %d: %s", code, errs)
+		}
+		id = strings.TrimSpace(id)
+		defer p.run("rm", "-f", id)
+		time.Sleep(300 * time.Millisecond)
+		start := time.Now()
+		if _, errs, code := p.run("stop", "-t", "1", id); code != 0 {
+			t.Fatalf("stop: exit %d: %s", code, errs)
+		}
+		if d := time.Since(start); d < time.Second {
+			t.Fatalf("stop of a container ignoring SIGTERM took %v, want the 1 s grace first", d)
+		}
+		if out, _, _ := p.run("inspect", id, "--format", "{{.State.ExitCode}}"); strings.TrimSpace(out) != "137" {
+			t.Fatalf("exit code after stop: %q, want 137 (SIGKILL)", out)
+		}
+		id2, errs, code := p.run(append(append([]string{"run", "-d", "--name", p.name(t)}, runFlags()...), testImage, "sleep", "100")...)
+		if code != 0 {
+			t.Fatalf("run -d: exit %d: %s", code, errs)
+		}
+		id2 = strings.TrimSpace(id2)
+		if _, errs, code := p.run("stop", "-t", "10", id2); code != 0 {
+			t.Fatalf("stop: exit %d: %s", code, errs)
+		}
+		if out, _, _ := p.run("inspect", id2, "--format", "{{.State.ExitCode}}"); strings.TrimSpace(out) != "143" {
+			t.Fatalf("exit code after stop: %q, want 143 (SIGTERM)", out)
+		}
+		p.run("rm", id2)
+	})
+	t.Run("rm-f", func(t *testing.T) {
+		id, errs, code := p.run(append(append([]string{"run", "-d", "--name", p.name(t)}, runFlags()...), testImage, "sleep", "100")...)
+		if code != 0 {
+			t.Fatalf("run -d: exit %d: %s", code, errs)
+		}
+		id = strings.TrimSpace(id)
+		pidOut, _, _ := p.run("inspect", id, "--format", "{{.State.Pid}}")
+		pid, _ := strconv.Atoi(strings.TrimSpace(pidOut))
+		if _, errs, code := p.run("rm", "-f", id); code != 0 {
+			t.Fatalf("rm -f: exit %d: %s", code, errs)
+		}
+		if out, _, _ := p.run("ps", "-a", "-q", "--no-trunc"); strings.Contains(out, id) {
+			t.Fatalf("podman still lists %s", id)
+		}
+		if pid <= 0 {
+			t.Fatalf("podman gave pid %q", pidOut)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if syscall.Kill(pid, 0) == nil {
+			t.Fatalf("the container's monitor %d outlived rm -f", pid)
+		}
+	})
+}
+
+// TestPodmanRoot: podman as root runs its containers in moat's sandbox.
+func TestPodmanRoot(t *testing.T) {
+	testenv.RequireRoot(t)
+	p := &podman{t: t, bin: needPodman(t)}
+	podmanChecks(t, p, true)
+	t.Run("network", func(t *testing.T) {
+		// podman's default network: moat-runtime joins the namespace
+		// podman configured (a veth, eth0), every other one new.
+		all := append(append([]string{"run", "--rm"}, ulimits()...), testImage, "/bin/sh", "-c", "cat /proc/net/dev; grep CapEff /proc/self/status")
+		out, errs, code := p.run(all...)
+		if code != 0 || !strings.Contains(out, "eth0:") || !strings.Contains(out, "0000000000000000") {
+			t.Fatalf("default network: exit %d, output %q, want eth0 from podman's namespace and no capability: %s", code, out, errs)
+		}
+	})
+	t.Run("uidmap", func(t *testing.T) {
+		// The config's own user namespace: the process's ids map to what
+		// its mappings say (podman chowns the image for them), never to
+		// host root.
+		run := func(m string) (string, string, int) {
+			return p.run(append(append([]string{"run", "--rm", "--uidmap", m, "--gidmap", m}, runFlags()...), testImage, "/bin/sh", "-c", "cat /proc/self/uid_map; stat -c %u /bin/busybox")...)
+		}
+		out, errs, code := run("0:300000:65536")
+		if f := strings.Fields(out); code != 0 || len(f) != 4 || f[0] != "0" || f[1] != "300000" || f[2] != "1" || f[3] != "0" {
+			t.Fatalf("--uidmap 0:300000:65536: exit %d, output %q, want uid 0 mapped alone onto 300000 and the image owned by uid 0: %s", code, out, errs)
+		}
+		if _, errs, code := run("0:0:65536"); code == 0 || !strings.Contains(errs, "host root") {
+			t.Fatalf("--uidmap 0:0:65536: exit %d, want a refusal naming host root: %s", code, errs)
+		}
+	})
+	t.Run("limits", func(t *testing.T) {
+		run := func(extra []string, args ...string) (string, string, int) {
+			all := append(append(append([]string{"run", "--rm"}, runFlags()...), extra...), append([]string{testImage}, args...)...)
+			return p.run(all...)
+		}
+		_, errs, code := run([]string{"--pids-limit", "8"}, "/bin/sh", "-c", "for i in $(seq 20); do sleep 2 & done; wait")
+		if !strings.Contains(errs, "fork") {
+			t.Fatalf("--pids-limit 8 with 20 children: exit %d, stderr %q, want a refused fork", code, errs)
+		}
+		_, errs, code = run([]string{"--memory", "32m"}, "/bin/sh", "-c", "head -c 256m /dev/zero | tail -n 1 > /dev/null")
+		if code != 137 {
+			t.Fatalf("--memory 32m with 256 MiB in one line: exit %d, want 137 (OOM kill): %s", code, errs)
+		}
+	})
+}
+
+// rootlessUser is the ordinary user the rootless podman test runs as,
+// created when missing (useradd gives it a subordinate id range).
+const rootlessUser = "moat-oci"
+
+// TestPodmanRootless: podman run by an ordinary user, moat-runtime in
+// podman's own user namespace.
+func TestPodmanRootless(t *testing.T) {
+	testenv.RequireRoot(t) // to create the user and run as it
+	bin := needPodman(t)
+	if _, err := exec.LookPath("newuidmap"); err != nil {
+		testenv.Skipf(t, "rootless podman needs newuidmap (Debian: apt-get install uidmap)")
+	}
+	if out, err := exec.Command("id", "-u", rootlessUser).Output(); err != nil || len(out) == 0 {
+		if out, err := exec.Command("useradd", "-m", "-s", "/bin/sh", rootlessUser).CombinedOutput(); err != nil {
+			t.Fatalf("useradd %s: %v: %s", rootlessUser, err, out)
+		}
+	}
+	uidOut, _ := exec.Command("id", "-u", rootlessUser).Output()
+	gidOut, _ := exec.Command("id", "-g", rootlessUser).Output()
+	uid, _ := strconv.Atoi(strings.TrimSpace(string(uidOut)))
+	gid, _ := strconv.Atoi(strings.TrimSpace(string(gidOut)))
+	home := "/home/" + rootlessUser
+	runDir := fmt.Sprintf("/run/user/%d", uid)
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(runDir, uid, gid)
+	p := &podman{t: t, bin: bin, cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
+		env: []string{"HOME=" + home, "USER=" + rootlessUser, "XDG_RUNTIME_DIR=" + runDir, "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}}
+	podmanChecks(t, p, false)
+}
+
+// TestContainerd: containerd from Debian's packages, started with its own
+// root, state and socket in a temporary directory, runs the imported
+// offline image with moat-runtime as its runc binary.
+func TestContainerd(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctrd, err1 := exec.LookPath("containerd")
+	ctr, err2 := exec.LookPath("ctr")
+	if err1 != nil || err2 != nil {
+		testenv.Skipf(t, "containerd and ctr are not installed (Debian: apt-get install containerd)")
+	}
+	dir, err := os.MkdirTemp("", "moat-containerd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "containerd.sock")
+	conf := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n[ttrpc]\n  address = %q\n",
+		filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc")
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, _ := os.Create(filepath.Join(dir, "containerd.log"))
+	d := exec.Command(ctrd, "--config", filepath.Join(dir, "config.toml"))
+	d.Stdout, d.Stderr = logf, logf
+	if err := d.Start(); err != nil {
+		t.Fatalf("start containerd: %v", err)
+	}
+	t.Cleanup(func() {
+		d.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { d.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			d.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		// The snapshots are overlay mounts below root: unmount what is left.
+		exec.Command("sh", "-c", "grep -o '"+dir+"[^ ]*' /proc/self/mounts | sort -r | xargs -r -n1 umount -l").Run()
+		os.RemoveAll(dir)
+	})
+	c := func(args ...string) (string, string, int) {
+		return cmdOut(t, exec.Command(ctr, append([]string{"--address", sock, "--namespace", "moat-test"}, args...)...))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, _, code := c("version"); code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
+			t.Fatalf("containerd did not answer in 20 s:\n%s", b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	archive := filepath.Join(dir, "image.oci.tar")
+	if err := os.WriteFile(archive, ociArchive(t, "docker.io/moat/oci-test:busybox"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, code := c("images", "import", archive); code != 0 {
+		t.Fatalf("ctr images import: exit %d: %s", code, errs)
+	}
+	rt := runtimeBin(t)
+	for script, want := range map[string]int{"exit 5": 5, "id -u; touch /x 2>/dev/null || echo ro": 0, "kill -9 $$": 137} {
+		out, errs, code := c("run", "--rm", "--runc-binary", rt, "docker.io/moat/oci-test:busybox", "t-"+strconv.Itoa(want), "/bin/sh", "-c", script)
+		if code != want {
+			t.Errorf("ctr run %q: exit %d, want %d: %s%s", script, code, want, out, errs)
+		}
+		if want == 0 && out != "0\nro\n" {
+			t.Errorf("ctr run %q: output %q, want uid 0 and a read-only root", script, out)
+		}
+	}
+}
+
+// ociArchive builds an OCI image archive of the test image (one
+// uncompressed layer) named name, as ctr images import reads it.
+func ociArchive(t *testing.T, name string) []byte {
+	t.Helper()
+	layer := imageTar(t)
+	digest := func(b []byte) string { s := sha256.Sum256(b); return "sha256:" + hex.EncodeToString(s[:]) }
+	config, _ := json.Marshal(map[string]any{
+		"architecture": goruntime.GOARCH, "os": "linux",
+		"config": map[string]any{"Env": []string{"PATH=/bin"}, "Cmd": []string{"/bin/sh"}},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{digest(layer)}},
+	})
+	manifest, _ := json.Marshal(map[string]any{
+		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+		"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": digest(config), "size": len(config)},
+		"layers": []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": digest(layer), "size": len(layer)}},
+	})
+	index, _ := json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"manifests": []any{map[string]any{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest(manifest), "size": len(manifest),
+			"annotations": map[string]string{"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "busybox"}}},
+	})
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(n string, b []byte) {
+		tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(b)), Typeflag: tar.TypeReg})
+		tw.Write(b)
+	}
+	add("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
+	add("index.json", index)
+	for _, b := range [][]byte{config, manifest, layer} {
+		add("blobs/sha256/"+strings.TrimPrefix(digest(b), "sha256:"), b)
+	}
+	tw.Close()
+	return buf.Bytes()
+}
+
+// TestPodmanHostile runs moat's hostile syscall battery inside a podman
+// container on moat-runtime: with podman's profile switched off
+// (seccomp=unconfined) the container gets moat's own allowlist, and every
+// attack must fail the way moat's sandbox makes it fail.
+func TestPodmanHostile(t *testing.T) {
+	testenv.RequireRoot(t)
+	p := &podman{t: t, bin: needPodman(t)}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		testenv.Skipf(t, "the attacker program is built from source and needs the go command")
+	}
+	dir, err := os.MkdirTemp("", "moat-oci-attacker-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "attacker")
+	build := exec.Command(goBin, "build", "-o", bin, "./testdata/attacker")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the attacker: %v\n%s", err, out)
+	}
+	p.importImage()
+	out, errs, code := p.run(append(append([]string{"run", "--rm", "--security-opt", "seccomp=unconfined", "-v", bin + ":/attacker:ro"}, runFlags()...), testImage, "/attacker")...)
+	if code != 0 {
+		t.Fatalf("attacker: exit %d: %s", code, errs)
+	}
+	var got map[string]int
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("attacker output %q: %v", out, err)
+	}
+	for _, pr := range attack.Probes() {
+		e, ok := got[pr.Name]
+		if !ok {
+			t.Errorf("attack %q did not report", pr.Name)
+			continue
+		}
+		switch errno := syscall.Errno(e); pr.Want {
+		case attack.Deny:
+			if errno != syscall.EPERM {
+				t.Errorf("%s returned %v inside the podman container, want EPERM from moat's filter", pr.Name, errno)
+			}
+		case attack.ENOSYS:
+			if errno != syscall.ENOSYS {
+				t.Errorf("%s returned %v inside the podman container, want ENOSYS", pr.Name, errno)
+			}
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/runtime-spec/specs-go/features"
+)
+
+func TestParseGlobal(t *testing.T) {
+	g, rest, err := parseGlobal([]string{"--root", "/r", "--log=/l", "--log-format", "json", "--systemd-cgroup=false", "--debug", "create", "--bundle", "b", "id"})
+	if err != nil || g.root != "/r" || g.logPath != "/l" || g.logFormat != "json" || !g.debug || strings.Join(rest, " ") != "create --bundle b id" {
+		t.Fatalf("got %+v %q %v", g, rest, err)
+	}
+	for _, bad := range [][]string{{"--systemd-cgroup", "state", "x"}, {"--log-format", "xml", "state"}, {"--nope", "state"}, {"--root"}} {
+		if _, _, err := parseGlobal(bad); err == nil {
+			t.Errorf("parseGlobal(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseCommand(t *testing.T) {
+	o, flags, err := parseCreate([]string{"-b", "/b", "id1", "--pid-file=/p", "--no-pivot"})
+	if err != nil || o.bundle != "/b" || o.pidFile != "/p" || o.id != "id1" || !flags["no-pivot"] {
+		t.Fatalf("got %+v %v %v", o, flags, err)
+	}
+	if _, _, err := parseCreate([]string{"--preserve-fds", "2", "id"}); err == nil || !strings.Contains(err.Error(), "preserve-fds") {
+		t.Fatalf("--preserve-fds 2: %v", err)
+	}
+	if _, _, err := parseCreate([]string{"a", "b"}); err == nil {
+		t.Fatal("two IDs accepted")
+	}
+}
+
+// TestJSONLog: with --log and --log-format json, a failed command leaves
+// the record containerd's shim reads its reason from.
+func TestJSONLog(t *testing.T) {
+	root := t.TempDir()
+	logf := filepath.Join(t.TempDir(), "log.json")
+	_, errs, code := rt(t, root, "--log", logf, "--log-format", "json", "state", "missing")
+	if code != 1 || !strings.Contains(errs, "no container") {
+		t.Fatalf("state of a missing container: exit %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ Level, Msg string }
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Level != "error" || !strings.Contains(rec.Msg, "no container") {
+		t.Fatalf("log %q: %+v %v", b, rec, err)
+	}
+}
+
+// TestFeatures: the features document is valid JSON of the runtime-spec
+// type and says what moat does not do (no hooks, no systemd cgroups, no
+// AppArmor).
+func TestFeatures(t *testing.T) {
+	out, errs, code := rt(t, t.TempDir(), "features")
+	if code != 0 {
+		t.Fatalf("features: exit %d: %s", code, errs)
+	}
+	var f features.Features
+	if err := json.Unmarshal([]byte(out), &f); err != nil {
+		t.Fatalf("features %q: %v", out, err)
+	}
+	if f.Linux == nil || len(f.Hooks) != 0 || *f.Linux.Cgroup.Systemd || *f.Linux.Apparmor.Enabled || !*f.Linux.Seccomp.Enabled || len(f.Linux.Namespaces) != 7 {
+		t.Fatalf("features: %s", out)
+	}
+}

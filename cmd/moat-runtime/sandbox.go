@@ -1,0 +1,134 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"syscall"
+
+	"github.com/moat-sandbox/moat/cgroups"
+	"github.com/moat-sandbox/moat/executor/native"
+	"github.com/moat-sandbox/moat/nsexec"
+	"github.com/moat-sandbox/moat/policies"
+	"github.com/moat-sandbox/moat/seccomp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// filterFor compiles the config's seccomp profile as given, or moat's
+// default policy's allowlist when the config has none: a moat sandbox
+// never runs unfiltered.
+func filterFor(profile *specs.LinuxSeccomp) ([]byte, error) {
+	if profile == nil {
+		def, err := policies.Builtin("default")
+		if err != nil {
+			return nil, err
+		}
+		profile = def.Seccomp
+	}
+	prog, err := seccomp.Compile(profile)
+	if err != nil {
+		return nil, fmt.Errorf("config.json linux.seccomp: %w", err)
+	}
+	return prog.MarshalBinary()
+}
+
+// leafName is a container ID as a cgroup leaf name (1 to 128 of
+// [A-Za-z0-9_.-]); another ID is hashed.
+var leafName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// cgroupFor creates the container's cgroup leaf with the limits of res
+// (memory, pids, cpu) and returns the nsexec options that start the
+// sandbox in it. A limit this host cannot enforce is refused, as moat run
+// refuses a limit typed on its command line: the engine asked for it.
+func cgroupFor(id string, res *specs.LinuxResources, log *slog.Logger) (*cgroups.Leaf, []nsexec.Option, func(), error) {
+	noop := func() {}
+	if res == nil {
+		return nil, nil, noop, nil
+	}
+	mgr, err := cgroups.New(cgroups.WithLogger(log))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("cgroups for linux.resources: %w", err)
+	}
+	var want []cgroups.Limit
+	if res.Memory != nil {
+		want = append(want, cgroups.Memory)
+	}
+	if res.Pids != nil {
+		want = append(want, cgroups.Pids)
+	}
+	if res.CPU != nil {
+		want = append(want, cgroups.CPU)
+	}
+	if err := mgr.Posture().Require(want...); err != nil {
+		return nil, nil, nil, fmt.Errorf("config.json linux.resources: %w (podman: drop --memory, --pids-limit, --cpus, or --pids-limit 0 for its default; rootless podman on cgroup v1: --cgroups=disabled)", err)
+	}
+	name := id
+	if !leafName.MatchString(name) {
+		sum := sha256.Sum256([]byte(id))
+		name = hex.EncodeToString(sum[:16])
+	}
+	leaf, err := mgr.Create(name, res)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("config.json linux.resources: %w", err)
+	}
+	opts, placed, err := native.LeafOptions(leaf)
+	if err != nil {
+		leaf.Delete()
+		return nil, nil, nil, fmt.Errorf("the container's cgroup: %w", err)
+	}
+	return leaf, opts, placed, nil
+}
+
+// raiseRlimits sets the config's rlimits on the monitor itself before the
+// sandbox is spawned, so that a hard limit above the current one (podman
+// asks RLIMIT_NOFILE 1048576) is raised here, where host root may, and the
+// init only sets what it inherited. Rootless this fails for such a limit,
+// and the init's own setrlimit then reports it with the rlimit's name.
+func raiseRlimits(rl []specs.POSIXRlimit) {
+	for _, r := range rl {
+		res, ok := nsexec.RlimitResource(r.Type)
+		if !ok {
+			continue
+		}
+		// syscall's, not x/sys's: it keeps the Go runtime's saved
+		// RLIMIT_NOFILE in step, so children get the new value.
+		_ = syscall.Setrlimit(res, &syscall.Rlimit{Cur: r.Soft, Max: r.Hard})
+	}
+}
+
+// initBinary is moat's small static sandbox init (cmd/moat-init), started
+// instead of a re-exec of moat-runtime when it is installed next to it.
+// Besides starting faster, it has no cgo: the init runs under the
+// container's own filter, and glibc's pthread_create (in a cgo binary)
+// tries clone3 and gives up on the EPERM that profiles written for runc
+// answer to it (runc's init never runs under the filter), where the Go
+// runtime's own thread creation uses clone.
+const initBinary = "moat-init"
+
+func initOption() []nsexec.Option {
+	self, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	p := filepath.Join(filepath.Dir(self), initBinary)
+	if unix.Access(p, unix.X_OK) != nil {
+		return nil
+	}
+	return []nsexec.Option{nsexec.WithInitPath(p)}
+}
+
+// cleanStale removes the cgroup leaves of moat processes that are gone
+// (cgroups.Manager.CleanStale), here a monitor that was killed.
+func cleanStale() {
+	mgr, err := cgroups.New()
+	if err != nil {
+		return
+	}
+	mgr.CleanStale()
+	mgr.Close()
+}

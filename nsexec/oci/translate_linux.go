@@ -1,0 +1,362 @@
+package oci
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/moat-sandbox/moat/nsexec"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Plan is a bundle translated for nsexec: the sandbox's Config (Args and
+// Env travel apart, as a prepared sandbox takes them at start) and what the
+// runtime does around it.
+type Plan struct {
+	Config nsexec.Config
+	Args   []string
+	Env    []string
+	// Terminal: the process gets a pseudo-terminal, whose master goes to
+	// the engine over --console-socket.
+	Terminal    bool
+	ConsoleSize *specs.Box
+	// Seccomp is the config's profile, compiled as given; nil when the
+	// config gives none (the runtime then applies moat's default).
+	Seccomp *specs.LinuxSeccomp
+	// Resources holds only what moat enforces: memory, pids, cpu.
+	Resources *specs.LinuxResources
+	// HostID is the host uid and gid the config's own user namespace maps
+	// the process's ids to; nil when the config has no mapping (moat then
+	// maps an unprivileged id of its own).
+	HostID *nsexec.Identity
+	// Targets are mount destinations missing from the root, to create
+	// before the start (only when the root is writable, root.readonly
+	// false, as runc creates them).
+	Targets []Target
+	// NetNS is the path of the network namespace to join (the engine's);
+	// empty: a new one with only lo.
+	NetNS string
+	// CgroupNS: the config asks for a cgroup namespace.
+	CgroupNS bool
+	// Notes say what moat provides itself in place of a config entry.
+	Notes []string
+}
+
+// Target is a mount destination inside the root.
+type Target struct {
+	Path string
+	Dir  bool
+}
+
+// Translate maps spec (loaded from bundle) onto a Plan, or returns every
+// refusal at once (errors.Join of *UnsupportedError). hostRoot says
+// whether the caller is root of the initial user namespace (it then maps a
+// host id; rootless it maps only its own).
+func Translate(spec *specs.Spec, bundle string, hostRoot bool) (*Plan, error) {
+	// moat mounts its own /proc, /dev and /tmp, which nsexec expects to
+	// find in a root it never writes to.
+	t := translator{spec: spec, bundle: bundle, hostRoot: hostRoot, plan: &Plan{
+		Targets: []Target{{Path: "/proc", Dir: true}, {Path: "/dev", Dir: true}, {Path: "/tmp", Dir: true}}}}
+	t.root()
+	t.process()
+	t.hostname()
+	t.linux()
+	t.mounts()
+	if spec.Hooks != nil && (len(spec.Hooks.Prestart) > 0 || len(spec.Hooks.CreateRuntime) > 0 || len(spec.Hooks.CreateContainer) > 0 ||
+		len(spec.Hooks.StartContainer) > 0 || len(spec.Hooks.Poststart) > 0 || len(spec.Hooks.Poststop) > 0) {
+		t.refuse("hooks", "", "moat runs no hooks (a hook runs on the host with the runtime's privileges); remove them")
+	}
+	if len(t.errs) > 0 {
+		return nil, errors.Join(t.errs...)
+	}
+	return t.plan, nil
+}
+
+type translator struct {
+	spec     *specs.Spec
+	bundle   string
+	hostRoot bool
+	plan     *Plan
+	errs     []error
+}
+
+func (t *translator) refuse(field, value, format string, args ...any) {
+	t.errs = append(t.errs, &UnsupportedError{Field: field, Value: value, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (t *translator) note(format string, args ...any) {
+	t.plan.Notes = append(t.plan.Notes, fmt.Sprintf(format, args...))
+}
+
+func (t *translator) root() {
+	r := t.spec.Root
+	if r == nil || r.Path == "" {
+		t.refuse("root.path", "", "is required: moat runs a container only on its own root")
+		return
+	}
+	p := r.Path
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(t.bundle, p)
+	}
+	t.plan.Config.Rootfs = filepath.Clean(p)
+	if !r.Readonly {
+		t.note("root: mounted read-only whatever root.readonly says (moat's floor); write to a volume, /tmp or /dev/shm")
+	}
+}
+
+func (t *translator) process() {
+	p := t.spec.Process
+	if p == nil || len(p.Args) == 0 || p.Args[0] == "" {
+		t.refuse("process.args", "", "must name the program to run")
+		return
+	}
+	t.plan.Args = p.Args
+	t.plan.Env = p.Env
+	if p.CommandLine != "" {
+		t.refuse("process.commandLine", p.CommandLine, "is for Windows; use process.args")
+	}
+	cwd := p.Cwd
+	if cwd == "" {
+		cwd = "/"
+	}
+	if !filepath.IsAbs(cwd) {
+		t.refuse("process.cwd", p.Cwd, "must be an absolute path")
+	} else if c := filepath.Clean(cwd); c != "/" {
+		t.plan.Config.Cwd = c
+	}
+	t.plan.Config.UID, t.plan.Config.GID, t.plan.Config.ExactIDs = p.User.UID, p.User.GID, true
+	for i, g := range p.User.AdditionalGids {
+		if g != p.User.GID {
+			t.refuse(fmt.Sprintf("process.user.additionalGids[%d]", i), fmt.Sprint(g), "moat maps one uid and one gid into the sandbox, so a supplementary group would be unmapped; drop it (podman: no --group-add)")
+		}
+	}
+	if p.User.Umask != nil && *p.User.Umask != 0o022 {
+		t.refuse("process.user.umask", fmt.Sprintf("%#o", *p.User.Umask), "moat starts every process with umask 022")
+	}
+	for i, r := range p.Rlimits {
+		if _, ok := nsexec.RlimitResource(r.Type); !ok {
+			t.refuse(fmt.Sprintf("process.rlimits[%d].type", i), r.Type, "is not an rlimit this kernel knows")
+		}
+	}
+	t.plan.Config.Rlimits = p.Rlimits
+	t.plan.Terminal = p.Terminal
+	t.plan.ConsoleSize = p.ConsoleSize
+	if p.Capabilities != nil && (len(p.Capabilities.Bounding)+len(p.Capabilities.Effective)+len(p.Capabilities.Permitted)+len(p.Capabilities.Ambient)+len(p.Capabilities.Inheritable) > 0) {
+		t.note("process.capabilities: none granted (moat's floor: every set and the bounding set are empty)")
+	}
+	if !p.NoNewPrivileges {
+		t.note("process.noNewPrivileges: set anyway (moat's floor)")
+	}
+	if p.ApparmorProfile != "" {
+		t.refuse("process.apparmorProfile", p.ApparmorProfile, "moat applies no AppArmor profile; its floor is namespaces, no capabilities and seccomp (podman: --security-opt apparmor=unconfined)")
+	}
+	if p.SelinuxLabel != "" {
+		t.refuse("process.selinuxLabel", p.SelinuxLabel, "moat applies no SELinux label (podman: --security-opt label=disable)")
+	}
+	if p.OOMScoreAdj != nil && *p.OOMScoreAdj != 0 {
+		t.refuse("process.oomScoreAdj", fmt.Sprint(*p.OOMScoreAdj), "is not supported; leave it unset")
+	}
+	if p.Scheduler != nil || p.IOPriority != nil || p.ExecCPUAffinity != nil {
+		t.refuse("process.scheduler", "", "scheduler, ioPriority and execCPUAffinity are not supported; leave them unset")
+	}
+}
+
+func (t *translator) hostname() {
+	t.plan.Config.Hostname = t.spec.Hostname
+	if t.spec.Domainname != "" {
+		t.refuse("domainname", t.spec.Domainname, "is not supported; leave it unset")
+	}
+}
+
+// alwaysNew are the namespaces moat creates for every sandbox, and what a
+// config that shares the host's instead should say.
+var alwaysNew = map[specs.LinuxNamespaceType]string{
+	specs.PIDNamespace:     "podman: no --pid host",
+	specs.NetworkNamespace: "podman: no --network host; ctr: no --net-host",
+	specs.IPCNamespace:     "podman: no --ipc host",
+	specs.UTSNamespace:     "podman: no --uts host",
+	specs.MountNamespace:   "",
+}
+
+func (t *translator) linux() {
+	l := t.spec.Linux
+	if l == nil {
+		t.refuse("linux", "", "is required")
+		return
+	}
+	seen := map[specs.LinuxNamespaceType]bool{}
+	var user *specs.LinuxNamespace
+	for i, ns := range l.Namespaces {
+		field := fmt.Sprintf("linux.namespaces[%d]", i)
+		seen[ns.Type] = true
+		if ns.Path != "" && ns.Type == specs.NetworkNamespace {
+			// The engine's network (podman's bridge, a CRI pod's): joined,
+			// with every other namespace new (nsexec.WithNetNS).
+			t.plan.NetNS = ns.Path
+			continue
+		}
+		if ns.Path != "" {
+			t.refuse(field+".path", ns.Path, "moat creates every namespace of a sandbox but the network itself and joins none (%s)", alwaysNew[ns.Type])
+			continue
+		}
+		switch ns.Type {
+		case specs.UserNamespace:
+			user = &l.Namespaces[i]
+		case specs.CgroupNamespace:
+			t.plan.CgroupNS = true
+		case specs.TimeNamespace:
+			t.refuse(field, string(ns.Type), "time namespaces are not supported")
+		case specs.PIDNamespace, specs.NetworkNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.MountNamespace:
+		default:
+			t.refuse(field, string(ns.Type), "is not a namespace type moat knows")
+		}
+	}
+	for _, typ := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.NetworkNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.MountNamespace} {
+		if !seen[typ] {
+			t.refuse("linux.namespaces", string(typ), "is missing: the config shares the host's, and moat always creates a new one (%s)", alwaysNew[typ])
+		}
+	}
+	if user == nil {
+		t.note("linux.namespaces: no user namespace given; moat adds one with an unprivileged mapping")
+		if len(l.UIDMappings)+len(l.GIDMappings) > 0 {
+			t.refuse("linux.uidMappings", "", "mappings without a user namespace; add {\"type\":\"user\"}")
+		}
+	} else {
+		t.mapping(l)
+	}
+	t.paths(l)
+	t.sysctl(l.Sysctl)
+	t.resources(l.Resources)
+	if len(l.Devices) > 0 {
+		t.refuse("linux.devices", l.Devices[0].Path, "moat's /dev holds only null, zero, full, random, urandom, tty and a private devpts; no host device is passed (podman: no --device)")
+	}
+	switch l.RootfsPropagation {
+	case "", "private", "rprivate":
+	default:
+		t.refuse("linux.rootfsPropagation", l.RootfsPropagation, "every mount of a moat sandbox is private; leave it unset or rprivate")
+	}
+	if l.MountLabel != "" {
+		t.refuse("linux.mountLabel", l.MountLabel, "moat applies no SELinux label (podman: --security-opt label=disable)")
+	}
+	if l.IntelRdt != nil || l.Personality != nil || l.MemoryPolicy != nil || len(l.NetDevices) > 0 {
+		t.refuse("linux", "", "intelRdt, personality, memoryPolicy and netDevices are not supported; leave them unset")
+	}
+	if l.Seccomp != nil {
+		t.plan.Seccomp = l.Seccomp
+	}
+}
+
+// mapping finds the host ids the config's own mapping gives the process's
+// uid and gid. moat maps exactly that one pair (nsexec maps one id).
+func (t *translator) mapping(l *specs.Linux) {
+	u, g := t.plan.Config.UID, t.plan.Config.GID
+	hu, okU := lookup(l.UIDMappings, u)
+	hg, okG := lookup(l.GIDMappings, g)
+	if len(l.UIDMappings) == 0 && len(l.GIDMappings) == 0 {
+		t.note("linux.namespaces: a user namespace without mappings; moat maps an unprivileged id of its own")
+		return
+	}
+	if !okU || !okG {
+		t.refuse("linux.uidMappings", fmt.Sprintf("%d:%d", u, g), "the process's uid and gid must both be mapped")
+		return
+	}
+	if !t.hostRoot {
+		// Rootless, the one id that can be mapped is the caller's own.
+		if int(hu) != os.Geteuid() || int(hg) != os.Getegid() {
+			t.refuse("linux.uidMappings", fmt.Sprintf("%d:%d", hu, hg), "rootless, moat maps the process's ids to the caller's own (%d:%d) only", os.Geteuid(), os.Getegid())
+		}
+		return
+	}
+	if hu == 0 || hg == 0 {
+		t.refuse("linux.uidMappings", fmt.Sprintf("%d:%d", hu, hg), "maps the process onto host root, which moat never does (podman: --userns=auto)")
+		return
+	}
+	t.plan.HostID = &nsexec.Identity{UID: hu, GID: hg}
+	t.note("linux.uidMappings: only the process's own uid and gid are mapped (%d:%d -> %d:%d)", u, g, hu, hg)
+}
+
+func lookup(ms []specs.LinuxIDMapping, id uint32) (uint32, bool) {
+	for _, m := range ms {
+		if id >= m.ContainerID && uint64(id) < uint64(m.ContainerID)+uint64(m.Size) {
+			return m.HostID + (id - m.ContainerID), true
+		}
+	}
+	return 0, false
+}
+
+// paths checks maskedPaths and readonlyPaths against moat's /proc masking
+// (nsexec.ProcMasking): moat mounts no sysfs, so whatever lies under /sys
+// is already out of reach; anything else it does not cover is refused.
+func (t *translator) paths(l *specs.Linux) {
+	for i, p := range l.MaskedPaths {
+		if masked, _ := nsexec.ProcMasking(p); masked || p == "/sys" || strings.HasPrefix(p, "/sys/") {
+			continue
+		}
+		t.refuse(fmt.Sprintf("linux.maskedPaths[%d]", i), p, "moat masks a fixed set of /proc entries and mounts no sysfs; this path is not among them")
+	}
+	for i, p := range l.ReadonlyPaths {
+		if _, ro := nsexec.ProcMasking(p); ro || p == "/sys" || strings.HasPrefix(p, "/sys/") {
+			continue
+		}
+		t.refuse(fmt.Sprintf("linux.readonlyPaths[%d]", i), p, "moat makes a fixed set of /proc entries read-only; this path is not among them")
+	}
+}
+
+// skippedSysctls only widen what the container's own network namespace
+// allows (unprivileged ICMP sockets); moat's has only lo, and leaving it at
+// the kernel default refuses more, never less.
+var skippedSysctls = map[string]bool{"net.ipv4.ping_group_range": true}
+
+func (t *translator) sysctl(s map[string]string) {
+	for k, v := range s {
+		if skippedSysctls[k] {
+			t.note("linux.sysctl.%s: left at the kernel's default", k)
+			continue
+		}
+		t.refuse("linux.sysctl."+k, v, "moat sets no sysctl; leave it unset")
+	}
+}
+
+// resources keeps memory, pids and cpu, which moat's cgroup leaf enforces.
+// Device rules are met by moat's fixed /dev, which has no other device.
+func (t *translator) resources(r *specs.LinuxResources) {
+	if r == nil {
+		return
+	}
+	var out specs.LinuxResources
+	keep := false
+	if r.Memory != nil {
+		m := r.Memory
+		if m.Limit != nil && *m.Limit > 0 {
+			out.Memory = &specs.LinuxMemory{Limit: m.Limit}
+			keep = true
+		}
+		if m.Reservation != nil || m.Kernel != nil || m.KernelTCP != nil || (m.Swappiness != nil && *m.Swappiness != 0 && *m.Swappiness != ^uint64(0)) {
+			t.refuse("linux.resources.memory", "", "only limit is supported (swap is off in a moat sandbox)")
+		}
+		if m.Swap != nil && *m.Swap > 0 {
+			t.note("linux.resources.memory.swap: swap is off in a moat sandbox")
+		}
+	}
+	if r.Pids != nil && r.Pids.Limit != nil && *r.Pids.Limit > 0 {
+		out.Pids = &specs.LinuxPids{Limit: r.Pids.Limit}
+		keep = true
+	}
+	if c := r.CPU; c != nil {
+		if (c.Quota != nil && *c.Quota > 0) || (c.Shares != nil && *c.Shares > 0) {
+			out.CPU = &specs.LinuxCPU{Quota: c.Quota, Period: c.Period, Shares: c.Shares}
+			keep = true
+		}
+		if c.Cpus != "" || c.Mems != "" || c.RealtimeRuntime != nil || c.RealtimePeriod != nil || c.Idle != nil {
+			t.refuse("linux.resources.cpu", "", "only quota, period and shares are supported")
+		}
+	}
+	if r.BlockIO != nil || len(r.HugepageLimits) > 0 || r.Network != nil || len(r.Rdma) > 0 || len(r.Unified) > 0 {
+		t.refuse("linux.resources", "", "only memory, pids and cpu are supported (blockIO, hugepageLimits, network, rdma and unified are not)")
+	}
+	if keep {
+		t.plan.Resources = &out
+	}
+}

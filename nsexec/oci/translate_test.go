@@ -1,0 +1,214 @@
+package oci
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/moat-sandbox/moat/nsexec"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// podmanSpec is the shape of the config podman 4.3 writes as root for
+// `podman run --network none` (trimmed to what Translate reads).
+func podmanSpec() *specs.Spec {
+	u := uint32(0o022)
+	pids := int64(2048)
+	return &specs.Spec{
+		Version:  specs.Version,
+		Root:     &specs.Root{Path: "rootfs"},
+		Hostname: "c1",
+		Process: &specs.Process{Args: []string{"/bin/true"}, Env: []string{"PATH=/bin"}, Cwd: "/",
+			User:         specs.User{UID: 0, GID: 0, Umask: &u},
+			Capabilities: &specs.LinuxCapabilities{Bounding: []string{"CAP_CHOWN"}},
+			Rlimits:      []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024}}},
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc"},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs"},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts"},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue"},
+			{Destination: "/etc/hosts", Type: "bind", Source: "/run/x/hosts", Options: []string{"bind", "rprivate"}},
+			{Destination: "/dev/shm", Type: "bind", Source: "/var/x/shm", Options: []string{"bind", "rprivate", "nosuid"}},
+			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"relatime", "ro"}},
+			{Destination: "/scratch", Type: "tmpfs", Source: "tmpfs", Options: []string{"size=1m", "relatime"}},
+		},
+		Linux: &specs.Linux{
+			Sysctl:        map[string]string{"net.ipv4.ping_group_range": "0 0"},
+			Resources:     &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}, Pids: &specs.LinuxPids{Limit: &pids}},
+			Namespaces:    []specs.LinuxNamespace{{Type: "pid"}, {Type: "network"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"}},
+			MaskedPaths:   []string{"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"},
+			ReadonlyPaths: []string{"/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},
+		},
+	}
+}
+
+func TestTranslatePodmanConfig(t *testing.T) {
+	p, err := Translate(podmanSpec(), "/b", true)
+	if err != nil {
+		t.Fatalf("podman's config: %v", err)
+	}
+	c := p.Config
+	if c.Rootfs != "/b/rootfs" || c.Hostname != "c1" || c.UID != 0 || c.GID != 0 || !c.ExactIDs || c.Cwd != "" {
+		t.Fatalf("config: %+v", c)
+	}
+	if len(c.Mounts) != 2 || c.Mounts[0].Destination != "/etc/hosts" || c.Mounts[1].Destination != "/scratch" {
+		t.Fatalf("mounts: want the hosts bind and the tmpfs only (moat provides the rest), got %+v", c.Mounts)
+	}
+	if got := strings.Join(c.Mounts[0].Options, ","); got != "bind,rprivate,rw" {
+		t.Fatalf("a bind without ro is read-write as in OCI: options %q", got)
+	}
+	if got := strings.Join(c.Mounts[1].Options, ","); got != "size=1048576" {
+		t.Fatalf("tmpfs options: %q, want the size in bytes and relatime dropped", got)
+	}
+	if p.Resources == nil || p.Resources.Pids == nil || *p.Resources.Pids.Limit != 2048 || p.Resources.Memory != nil {
+		t.Fatalf("resources: %+v", p.Resources)
+	}
+	if p.HostID != nil {
+		t.Fatalf("no user namespace in the config: moat's own mapping, got %+v", p.HostID)
+	}
+	if len(p.Targets) != 5 || p.Targets[2] != (Target{Path: "/tmp", Dir: true}) || p.Targets[3] != (Target{Path: "/etc/hosts"}) || p.Targets[4] != (Target{Path: "/scratch", Dir: true}) {
+		t.Fatalf("targets: %+v", p.Targets)
+	}
+}
+
+// TestTranslateRefuses: each unsupported field is refused with its JSON
+// path, all at once.
+func TestTranslateRefuses(t *testing.T) {
+	cases := []struct {
+		field string
+		edit  func(s *specs.Spec)
+	}{
+		{"linux.namespaces", func(s *specs.Spec) { s.Linux.Namespaces = s.Linux.Namespaces[:1] }},
+		{"linux.namespaces[2].path", func(s *specs.Spec) { s.Linux.Namespaces[2].Path = "/proc/1/ns/ipc" }},
+		{"linux.namespaces[5]", func(s *specs.Spec) {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "time"})
+		}},
+		{"hooks", func(s *specs.Spec) { s.Hooks = &specs.Hooks{Poststop: []specs.Hook{{Path: "/bin/true"}}} }},
+		{"linux.sysctl.kernel.shmmax", func(s *specs.Spec) { s.Linux.Sysctl["kernel.shmmax"] = "1" }},
+		{"linux.maskedPaths[9]", func(s *specs.Spec) { s.Linux.MaskedPaths = append(s.Linux.MaskedPaths, "/etc/shadow") }},
+		{"linux.readonlyPaths[6]", func(s *specs.Spec) { s.Linux.ReadonlyPaths = append(s.Linux.ReadonlyPaths, "/proc/self") }},
+		{"linux.devices", func(s *specs.Spec) { s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/kvm"}} }},
+		{"mounts[9].type", func(s *specs.Spec) { s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "nfs"}) }},
+		{"mounts[9].options[0]", func(s *specs.Spec) {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "bind", Source: "/x", Options: []string{"shared"}})
+		}},
+		{"mounts[9].destination", func(s *specs.Spec) {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/dev/kvm", Type: "bind", Source: "/dev/kvm"})
+		}},
+		{"process.user.additionalGids[0]", func(s *specs.Spec) { s.Process.User.AdditionalGids = []uint32{10} }},
+		{"process.apparmorProfile", func(s *specs.Spec) { s.Process.ApparmorProfile = "containers-default" }},
+		{"linux.resources", func(s *specs.Spec) { s.Linux.Resources.BlockIO = &specs.LinuxBlockIO{} }},
+		{"linux.uidMappings", func(s *specs.Spec) {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "user"})
+			s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 0, Size: 65536}}
+			s.Linux.GIDMappings = s.Linux.UIDMappings
+		}},
+		{"root.path", func(s *specs.Spec) { s.Root = nil }},
+		{"process.rlimits[1].type", func(s *specs.Spec) {
+			s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_TEST"})
+		}},
+	}
+	for _, c := range cases {
+		s := podmanSpec()
+		c.edit(s)
+		_, err := Translate(s, "/b", true)
+		var ue *UnsupportedError
+		if !errors.As(err, &ue) {
+			t.Errorf("%s: got %v, want an UnsupportedError", c.field, err)
+			continue
+		}
+		if ue.Field != c.field || ue.Reason == "" {
+			t.Errorf("%s: refused as %q (%v)", c.field, ue.Field, err)
+		}
+	}
+	// Two problems: both named.
+	s := podmanSpec()
+	s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{Path: "/x"}}}
+	s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/kvm"}}
+	_, err := Translate(s, "/b", true)
+	if err == nil || !strings.Contains(err.Error(), "hooks") || !strings.Contains(err.Error(), "linux.devices") {
+		t.Fatalf("every refusal at once: got %v", err)
+	}
+}
+
+// TestTranslateNetNS: the engine's network namespace is joined; a config
+// that shares the host's (no network entry) is still refused.
+func TestTranslateNetNS(t *testing.T) {
+	s := podmanSpec()
+	s.Linux.Namespaces[1].Path = "/run/netns/netns-1"
+	p, err := Translate(s, "/b", true)
+	if err != nil || p.NetNS != "/run/netns/netns-1" {
+		t.Fatalf("network namespace path: %+v, %v", p, err)
+	}
+}
+
+// TestTranslateMapping: a config's own user namespace maps the process's
+// ids onto the host ids its mappings give them (podman --userns=auto),
+// never onto host root.
+func TestTranslateMapping(t *testing.T) {
+	s := podmanSpec()
+	s.Process.User.UID, s.Process.User.GID = 5, 6
+	s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "user"})
+	s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}}
+	s.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 200000, Size: 65536}}
+	p, err := Translate(s, "/b", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.HostID == nil || *p.HostID != (nsexec.Identity{UID: 100005, GID: 200006}) {
+		t.Fatalf("host id: %+v", p.HostID)
+	}
+	s.Process.User.UID = 70000 // outside the mapping
+	if _, err := Translate(s, "/b", true); err == nil {
+		t.Fatal("an unmapped process uid was accepted")
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"65536k": 64 << 20, "4096": 4096, "2m": 2 << 20, "1G": 1 << 30} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"0", "-1", "50%", "", "k", "99999999999999999999"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) accepted", in)
+		}
+	}
+}
+
+// TestCreateTargetsStaysInRoot: a symlink planted in the image cannot make
+// the runtime create a mount target outside the root: it is resolved as
+// inside the root, and a link to a host path is refused, not followed.
+func TestCreateTargetsStaysInRoot(t *testing.T) {
+	root := t.TempDir()
+	outside := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"etc": outside, "file": filepath.Join(outside, "f"), "inside": "/real"} {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tg := range []Target{{Path: "/etc/hosts"}, {Path: "/etc/d", Dir: true}} {
+		if err := CreateTargets(root, []Target{tg}); err == nil {
+			t.Errorf("target %s through a link to a host path: created", tg.Path)
+		}
+	}
+	if err := CreateTargets(root, []Target{{Path: "/file"}, {Path: "/inside/hosts"}, {Path: "/run/x", Dir: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Fatalf("a target was created outside the root: %v", entries)
+	}
+	if _, err := os.Stat(filepath.Join(root, "real", "hosts")); err != nil {
+		t.Fatalf("the target through an in-root link was not created inside the root: %v", err)
+	}
+	if st, err := os.Stat(filepath.Join(root, "run", "x")); err != nil || !st.IsDir() {
+		t.Fatalf("directory target: %v", err)
+	}
+}
