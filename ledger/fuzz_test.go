@@ -98,14 +98,23 @@ func classify(res *ScanResult) map[int]string {
 	return got
 }
 
-// fuzzFile writes data over the one ledger file of this fuzzing process in
-// dir. Reusing the file, not a fresh directory per input, matters: on this
-// ext4 host creating and removing an inode costs 0.15-0.2 ms of allocator
-// search (find_inode_bit, recently_deleted), and a directory per input held
-// FuzzRepair near 100 executions per second.
-func fuzzFile(t *testing.T, dir string, data []byte) string {
-	path := filepath.Join(dir, "effects.jsonl")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+// fuzzFile writes data over the one ledger file of this fuzzing process,
+// in place. Reusing the file, not a fresh directory per input, matters: on
+// this ext4 host creating and removing an inode costs 0.15-0.2 ms of
+// allocator search (find_inode_bit, recently_deleted), and a directory per
+// input held FuzzRepair near 100 executions per second. Nor is the file
+// truncated to zero first: ext4 (auto_da_alloc) then writes it out at the
+// next close, 0.36 ms instead of 4 us.
+func fuzzFile(t *testing.T, path string, data []byte) string {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -188,9 +197,9 @@ func FuzzScan(f *testing.F) {
 }
 
 func FuzzRepair(f *testing.F) {
-	dir := f.TempDir()
+	ledger := filepath.Join(f.TempDir(), "effects.jsonl")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		path := fuzzFile(t, dir, data)
+		path := fuzzFile(t, ledger, data)
 		l, err := Open(path, WithNow(func() Millis { return 7 }))
 		if err != nil {
 			var fe *FileError
