@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,22 +19,6 @@ import (
 	"github.com/moat-sandbox/moat/ledger"
 	"github.com/moat-sandbox/moat/policies"
 )
-
-// soakCount reads a soak length from the test-only environment variable
-// name (`make soak` sets them; a re-run as nobody inherits them), else def:
-// a plain `go test` runs the short mode.
-func soakCount(t *testing.T, name string, def int) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		t.Fatalf("%s=%q: want a positive count", name, v)
-	}
-	return n
-}
 
 // soakTool is the tool of every soak dispatch: it reads the request and
 // does what its args' mode says. ok answers with the request's own n, so a
@@ -61,7 +43,7 @@ var soakMix = []struct {
 }{{"ok", 76}, {"exit", 8}, {"cap", 6}, {"oom", 4}, {"pids", 4}, {"sleep", 2}}
 
 func soakMode(i int, limits bool) string {
-	k := i % 100
+	k := i * 37 % 100 // 37 is prime to 100: every mode comes early and often
 	for _, m := range soakMix {
 		if k < m.n {
 			if !limits && (m.mode == "oom" || m.mode == "pids") {
@@ -72,64 +54,6 @@ func soakMode(i int, limits bool) string {
 		k -= m.n
 	}
 	return "ok"
-}
-
-// hostState is what a soak must leave as it found it: this process's
-// descriptors and goroutines, and the host's mount table.
-type hostState struct {
-	fds        []string
-	goroutines int
-	mounts     []string
-}
-
-func snapshot(t *testing.T) hostState {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fds []string
-	for _, e := range ents {
-		target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		fds = append(fds, e.Name()+" -> "+target)
-	}
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hostState{fds: fds, goroutines: runtime.NumGoroutine(), mounts: strings.Split(string(mi), "\n")}
-}
-
-// checkLeaks compares the state now with before, giving goroutines and
-// descriptors of the provider's teardown up to 10 s to end. The mount
-// table is the whole host's, which other programs change meanwhile: a new
-// mount is a leak when it names one of paths (the soak's own directories).
-func checkLeaks(t *testing.T, before hostState, paths ...string) {
-	t.Helper()
-	var now hostState
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		now = snapshot(t)
-		if (len(now.fds) <= len(before.fds) && now.goroutines <= before.goroutines) || time.Now().After(deadline) {
-			break
-		}
-	}
-	if len(now.fds) > len(before.fds) {
-		t.Errorf("descriptors leaked: %d before, %d after:\nbefore %v\nafter  %v", len(before.fds), len(now.fds), before.fds, now.fds)
-	}
-	if now.goroutines > before.goroutines {
-		buf := make([]byte, 1<<20)
-		t.Errorf("goroutines leaked: %d before, %d after:\n%s", before.goroutines, now.goroutines, buf[:runtime.Stack(buf, true)])
-	}
-	for _, m := range now.mounts {
-		if slices.Contains(before.mounts, m) {
-			continue
-		}
-		if slices.ContainsFunc(paths, func(p string) bool { return strings.Contains(m, p) }) {
-			t.Errorf("a mount of the soak is left in the host namespace: %s", m)
-		} else {
-			t.Logf("a mount appeared meanwhile, not the soak's: %s", m)
-		}
-	}
 }
 
 // TestSoakDispatches (issue 22): MOAT_SOAK_DISPATCHES dispatches (default
@@ -144,7 +68,7 @@ func TestSoakDispatches(t *testing.T) {
 }
 
 func testSoakDispatches(t *testing.T) {
-	n := soakCount(t, "MOAT_SOAK_DISPATCHES", 200)
+	n := testenv.SoakCount(t, "MOAT_SOAK_DISPATCHES", 200)
 	limits := os.Geteuid() == 0
 	mark := fmt.Sprintf("%d%d", os.Getpid(), time.Now().UnixNano()%1000000)
 	base := t.TempDir()
@@ -180,7 +104,7 @@ func testSoakDispatches(t *testing.T) {
 	}
 	warm.Close()
 	mem = &ledger.Memory{} // the soak's own rows only
-	before := snapshot(t)
+	before := testenv.Snapshot(t)
 	leaves := leafCount(t, warm) // before the pools below fill
 	main, short := provider(30*time.Second), provider(300*time.Millisecond)
 	parents := main.Cgroups().Parents
@@ -246,7 +170,7 @@ func testSoakDispatches(t *testing.T) {
 	if after := leafCount(t, main); after != leaves {
 		t.Errorf("cgroup leaves of this process: %d before, %d after", leaves, after)
 	}
-	checkLeaks(t, before, base)
+	testenv.CheckLeaks(t, before, base)
 	if left := sandboxInits(t); len(left) > 0 {
 		t.Errorf("sandbox inits left: %v", left)
 	}
