@@ -75,54 +75,39 @@ func TestSoakMoatRun(t *testing.T) {
 	counts := map[string]int{}
 	var pids []int
 	var failures []string
-	next := make(chan int)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				m := modes[i%len(modes)]
-				if m.limit && !root {
-					m = modes[0]
-				}
-				args := append([]string{"run"}, m.args...)
-				want := ""
-				if m.name == "ok" {
-					args[len(args)-1] = strconv.Itoa(i)
-					want = strconv.Itoa(i) + "\n"
-				}
-				cmd := exec.Command(bin, args...)
-				cmd.Env, cmd.Dir = env, base
-				var out, errb bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &errb
-				err := cmd.Run()
-				code := 0
-				if ee, ok := err.(*exec.ExitError); ok {
-					code = ee.ExitCode()
-				} else if err != nil {
-					code = -1
-				}
-				mu.Lock()
-				counts[m.name]++
-				if cmd.Process != nil {
-					pids = append(pids, cmd.Process.Pid)
-				}
-				if (code != m.code || out.String() != want) && len(failures) < 20 {
-					failures = append(failures, fmt.Sprintf("run %d (%s): exit %d, stdout %q, stderr %q; want exit %d, stdout %q",
-						i, m.name, code, out.String(), errb.String(), m.code, want))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := testenv.Spread(n, 2, func(i int) {
+		m := modes[i%len(modes)]
+		if m.limit && !root {
+			m = modes[0]
+		}
+		args := append([]string{"run"}, m.args...)
+		want := ""
+		if m.name == "ok" {
+			args[len(args)-1] = strconv.Itoa(i)
+			want = strconv.Itoa(i) + "\n"
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Env, cmd.Dir = env, base
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			code = -1
+		}
+		mu.Lock()
+		counts[m.name]++
+		if cmd.Process != nil {
+			pids = append(pids, cmd.Process.Pid)
+		}
+		if (code != m.code || out.String() != want) && len(failures) < 20 {
+			failures = append(failures, fmt.Sprintf("run %d (%s): exit %d, stdout %q, stderr %q; want exit %d, stdout %q",
+				i, m.name, code, out.String(), errb.String(), m.code, want))
+		}
+		mu.Unlock()
+	})
 	for _, f := range failures {
 		t.Error(f)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -85,4 +86,27 @@ func CheckLeaks(t testing.TB, before Resources, paths ...string) {
 			t.Logf("a mount appeared meanwhile, not the soak's: %s", m)
 		}
 	}
+}
+
+// Spread calls do(0) to do(n-1) over workers goroutines, each index once,
+// and returns how long they took.
+func Spread(n, workers int, do func(i int)) time.Duration {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				do(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return time.Since(start)
 }

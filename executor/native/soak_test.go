@@ -115,50 +115,35 @@ func testSoakDispatches(t *testing.T) {
 	counts := map[string]int{}
 	spent := map[string]time.Duration{}
 	var failures []string
-	next := make(chan int)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				mode := soakMode(i, limits)
-				p := main
-				if mode == "sleep" {
-					p = short
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				t0 := time.Now()
-				res, err := p.Dispatch(ctx, &executor.Request{Tool: "soak", Args: json.RawMessage(fmt.Sprintf(`{"mode":%q,"n":%d}`, mode, i)),
-					RunID: "soak", SpanID: strconv.Itoa(i), IdempotencyKey: "soak-" + strconv.Itoa(i)})
-				cancel()
-				problem := ""
-				var e *executor.Error
-				switch {
-				case mode == "ok" && (err != nil || string(res) != fmt.Sprintf(`{"n":%d}`, i)):
-					problem = fmt.Sprintf("result %s, error %v", res, err)
-				case mode != "ok" && (!errors.As(err, &e) || e.Code != want[mode]):
-					problem = fmt.Sprintf("error %v, want code %s", err, want[mode])
-				case mode == "pids" && !strings.Contains(e.Message, "pids limit"):
-					problem = fmt.Sprintf("error %v does not name the pids limit", err)
-				}
-				mu.Lock()
-				counts[mode]++
-				spent[mode] += time.Since(t0)
-				if problem != "" && len(failures) < 20 {
-					failures = append(failures, fmt.Sprintf("dispatch %d (%s): %s", i, mode, problem))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := testenv.Spread(n, 2, func(i int) {
+		mode := soakMode(i, limits)
+		p := main
+		if mode == "sleep" {
+			p = short
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		t0 := time.Now()
+		res, err := p.Dispatch(ctx, &executor.Request{Tool: "soak", Args: json.RawMessage(fmt.Sprintf(`{"mode":%q,"n":%d}`, mode, i)),
+			RunID: "soak", SpanID: strconv.Itoa(i), IdempotencyKey: "soak-" + strconv.Itoa(i)})
+		cancel()
+		problem := ""
+		var e *executor.Error
+		switch {
+		case mode == "ok" && (err != nil || string(res) != fmt.Sprintf(`{"n":%d}`, i)):
+			problem = fmt.Sprintf("result %s, error %v", res, err)
+		case mode != "ok" && (!errors.As(err, &e) || e.Code != want[mode]):
+			problem = fmt.Sprintf("error %v, want code %s", err, want[mode])
+		case mode == "pids" && !strings.Contains(e.Message, "pids limit"):
+			problem = fmt.Sprintf("error %v does not name the pids limit", err)
+		}
+		mu.Lock()
+		counts[mode]++
+		spent[mode] += time.Since(t0)
+		if problem != "" && len(failures) < 20 {
+			failures = append(failures, fmt.Sprintf("dispatch %d (%s): %s", i, mode, problem))
+		}
+		mu.Unlock()
+	})
 	stats := main.PoolStats()
 	for _, f := range failures {
 		t.Error(f)
