@@ -171,3 +171,18 @@ func TestWireRefusesHostileFrames(t *testing.T) {
 		t.Fatalf("the sample frame is refused: %v", err)
 	}
 }
+
+// TestNormalizeRefusesWhatTheInitWould: Start refuses, naming the field, the
+// values the init's frame check refuses, before anything is cloned.
+func TestNormalizeRefusesWhatTheInitWould(t *testing.T) {
+	for field, cfg := range map[string]*Config{
+		"hostname": {Args: []string{"/bin/true"}, Hostname: "moat\n10.0.0.1 bank.example"},
+		"uid":      {Args: []string{"/bin/true"}, UID: 1<<32 - 1, GID: 1000},
+	} {
+		_, err := normalize(cfg, false)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != field {
+			t.Errorf("%s: %v, want a *ConfigError naming %s", field, err, field)
+		}
+	}
+}
