@@ -3,8 +3,8 @@ package policies
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -32,8 +32,17 @@ func FuzzParsePolicy(f *testing.F) {
 		p, err := Parse(bytes.NewReader(data))
 		if err != nil {
 			if oneObject(data) {
-				if bad := untypedErrors(err); len(bad) > 0 {
-					t.Fatalf("a well-formed object is refused with an error that names no field: %v (of %v)", bad, err)
+				// Every line of the message is one *FieldError with a path.
+				msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "parse policy: "), "invalid policy: ")
+				lines := strings.Split(msg, "\n")
+				fes := FieldErrors(err)
+				if len(fes) != len(lines) {
+					t.Fatalf("a well-formed object is refused with an error that names no field: %d field errors in %q", len(fes), err)
+				}
+				for i, fe := range fes {
+					if fe.Path == "" || fe.Reason == "" || fe.Error() != lines[i] {
+						t.Fatalf("field error %d: %+v for the line %q", i, fe, lines[i])
+					}
 				}
 			}
 			return
@@ -93,32 +102,4 @@ func shrinkSeed(f *testing.F, b []byte) []byte {
 func oneObject(data []byte) bool {
 	trimmed := bytes.TrimLeft(data, " \t\r\n") // JSON's white space, no other
 	return json.Valid(data) && len(trimmed) > 0 && trimmed[0] == '{'
-}
-
-// untypedErrors returns the leaves of err (a wrap of a join) that are not a
-// *FieldError with a path and a reason.
-func untypedErrors(err error) []error {
-	var bad []error
-	var walk func(error)
-	walk = func(err error) {
-		var fe *FieldError
-		if errors.As(err, &fe) && fe == err {
-			if fe.Path == "" || fe.Reason == "" {
-				bad = append(bad, err)
-			}
-			return
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				walk(e)
-			}
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		default:
-			bad = append(bad, err)
-		}
-	}
-	walk(err)
-	return bad
 }
