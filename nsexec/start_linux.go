@@ -165,7 +165,7 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 	if c.Hostname == "" {
 		c.Hostname = DefaultHostname
 	}
-	if reason := hostnameProblem(c.Hostname); reason != "" {
+	if reason := HostnameProblem(c.Hostname); reason != "" {
 		return nil, &ConfigError{Field: "hostname", Value: c.Hostname, Reason: reason}
 	}
 	if c.TmpSize <= 0 {

@@ -75,16 +75,17 @@ func (w *wire) check() error {
 	case len(w.Sources.Mounts) != len(c.Mounts):
 		return bad("sources.mounts", unix.EPROTO, "has %d inodes for %d mounts", len(w.Sources.Mounts), len(c.Mounts))
 	}
-	if reason := hostnameProblem(c.Hostname); reason != "" {
+	if reason := HostnameProblem(c.Hostname); reason != "" {
 		return bad("config.hostname", unix.EINVAL, "%s", reason)
 	}
 	return nil
 }
 
-// hostnameProblem says what is wrong with a sandbox hostname, or "". The
+// HostnameProblem says what is wrong with a sandbox hostname, or "": more
+// than the kernel's 64 bytes, or white space or a control character. The
 // name goes into the sandbox's /etc/hosts and /etc/hostname, one line each,
 // so a line break in it would add lines of its own.
-func hostnameProblem(h string) string {
+func HostnameProblem(h string) string {
 	if len(h) > maxHostname {
 		return fmt.Sprintf("is %d bytes; the kernel allows %d", len(h), maxHostname)
 	}
