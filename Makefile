@@ -12,11 +12,21 @@
 #                  needs root and vagrant, vagrant-libvirt, libvirt from
 #                  Debian (.ci/setup)
 #   make vagrant-box   only (re)build the box
+#   make soak      the reliability soak, outside the default CI time
+#                  (.ci/soak): SOAK_DISPATCHES library dispatches with the
+#                  warm pool, SOAK_RUNS `moat run`s, SOAK_KILLS kills of a
+#                  ledger writer, SOAK_RUN_KILLS of `moat run`; as root and
+#                  as nobody, each checked for leaks; needs root
 
 GO ?= /usr/local/go/bin/go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: build test vm-test vm-image vm-clean vagrant-test vagrant-box vagrant-clean
+.PHONY: build test vm-test vm-image vm-clean vagrant-test vagrant-box vagrant-clean soak
+
+SOAK_DISPATCHES ?= 10000
+SOAK_RUNS ?= 2000
+SOAK_KILLS ?= 1000
+SOAK_RUN_KILLS ?= 200
 
 build:
 	$(GO) build -o bin/moat ./cmd/moat
@@ -41,3 +51,7 @@ vagrant-test:
 
 vagrant-clean:
 	rm -rf .vagrant-box
+
+soak:
+	MOAT_SOAK_DISPATCHES=$(SOAK_DISPATCHES) MOAT_SOAK_RUNS=$(SOAK_RUNS) \
+	MOAT_SOAK_KILLS=$(SOAK_KILLS) MOAT_SOAK_RUN_KILLS=$(SOAK_RUN_KILLS) .ci/soak

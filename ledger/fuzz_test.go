@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,18 +98,50 @@ func classify(res *ScanResult) map[int]string {
 	return got
 }
 
-func fuzzFile(t *testing.T, data []byte) string {
-	path := filepath.Join(t.TempDir(), "effects.jsonl")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+// fuzzFile writes data over the one ledger file of this fuzzing process,
+// in place. Reusing the file, not a fresh directory per input, matters: on
+// this ext4 host creating and removing an inode costs 0.15-0.2 ms of
+// allocator search (find_inode_bit, recently_deleted), and a directory per
+// input held FuzzRepair near 100 executions per second. Nor is the file
+// truncated to zero first: ext4 (auto_da_alloc) then writes it out at the
+// next close, 0.36 ms instead of 4 us.
+func fuzzFile(t *testing.T, path string, data []byte) string {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
+// chunked hands out data at most n bytes per Read, as a ledger that grows
+// while it is read can.
+type chunked struct {
+	data []byte
+	n    int
+}
+
+func (c *chunked) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.data)
+	c.data = c.data[k:]
+	return k, nil
+}
+
+// FuzzScan fuzzes the scanner in memory (no file per input: the file-level
+// path is FuzzRepair's), against the oracle line by line, and read in one
+// piece and in small chunks alike.
 func FuzzScan(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		path := fuzzFile(t, data)
-		res, err := Scan(path, Tolerate())
+		res, err := scan("fuzz", bytes.NewReader(data), int64(len(data)), scanConfig{tolerate: true})
 		if err != nil {
 			t.Fatalf("tolerant scan: %v", err)
 		}
@@ -144,7 +178,17 @@ func FuzzScan(f *testing.F) {
 				t.Fatalf("line %d: scan says %q, oracle %q (all: %v vs %v)", l, got[l], c, got, want)
 			}
 		}
-		_, strictErr := Scan(path)
+		// Chunk boundaries anywhere, and a size hint that is wrong, change
+		// nothing.
+		step := 1 + len(data)%13
+		again, err := scan("fuzz", &chunked{data: data, n: step}, 0, scanConfig{tolerate: true})
+		if err != nil {
+			t.Fatalf("chunked scan: %v", err)
+		}
+		if !reflect.DeepEqual(res, again) {
+			t.Fatalf("read %d bytes at a time, the scan differs:\n%+v\n%+v", step, res, again)
+		}
+		_, strictErr := scan("fuzz", bytes.NewReader(data), int64(len(data)), scanConfig{})
 		var ce *CorruptionError
 		if (len(res.Corrupt) > 0) != errors.As(strictErr, &ce) {
 			t.Fatalf("strict scan error %v with %d corrupt lines", strictErr, len(res.Corrupt))
@@ -153,8 +197,9 @@ func FuzzScan(f *testing.F) {
 }
 
 func FuzzRepair(f *testing.F) {
+	ledger := filepath.Join(f.TempDir(), "effects.jsonl")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		path := fuzzFile(t, data)
+		path := fuzzFile(t, ledger, data)
 		l, err := Open(path, WithNow(func() Millis { return 7 }))
 		if err != nil {
 			var fe *FileError

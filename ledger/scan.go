@@ -131,8 +131,15 @@ func Scan(path string, opts ...ScanOption) (*ScanResult, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, &FileError{Path: path, Problem: ProblemNotRegular, Detail: fi.Mode().Type().String()}
 	}
+	return scan(path, f, fi.Size(), cfg)
+}
+
+// scan reads one ledger named path from r, which holds about size bytes
+// (a hint for the first buffer; a ledger that grows meanwhile is read to
+// its end all the same).
+func scan(path string, r io.Reader, size int64, cfg scanConfig) (*ScanResult, error) {
 	s := scanner{res: &ScanResult{Files: []string{path}}, path: path}
-	if err := s.read(f); err != nil {
+	if err := s.read(r, size); err != nil {
 		return nil, fmt.Errorf("scan ledger %s: %w", path, err)
 	}
 	if len(s.res.Corrupt) > 0 && !cfg.tolerate {
@@ -155,10 +162,16 @@ type scanner struct {
 	obj      object
 }
 
-const scanChunk = 1 << 20
+// scanChunk is the most read at once; a ledger of sizeHint bytes gets a
+// buffer one byte larger (so its EOF comes in the same loop), at least
+// minChunk: a small ledger costs no MiB buffer.
+const (
+	scanChunk = 1 << 20
+	minChunk  = 4 << 10
+)
 
-func (s *scanner) read(r io.Reader) error {
-	buf := make([]byte, scanChunk)
+func (s *scanner) read(r io.Reader, sizeHint int64) error {
+	buf := make([]byte, min(max(sizeHint+1, minChunk), scanChunk))
 	n := 0
 	var off int64
 	for {

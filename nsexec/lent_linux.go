@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -67,37 +68,61 @@ type heldRecord struct {
 // dot name, locked, then renamed, so that a record with its final name is
 // always locked by a live lender or free because that lender died.
 // It takes over dir, the record directory (closed on failure).
+//
+// Every root moat that starts sweeps this directory (SweepLent), and took
+// an unlocked dot file for one whose lender died before naming it: between
+// our create and our flock, a sweeper locked it (our flock failed) or
+// locked, unlinked and closed it (our rename failed with ENOENT), which
+// failed one soak dispatch in 10,000 (issue 22). A sweep now leaves a dot
+// file younger than dotFileAge alone; should one still be taken (a clock
+// step), start again under a new dot name, as executor/internal/workdir's
+// markers do.
 func writeRecord(dir int, dirPath string, rec *lentRecord) (*heldRecord, error) {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		unix.Close(dir)
 		return nil, err
 	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := ".new-" + hex.EncodeToString(rnd[:])
-	fd, err := unix.Openat(dir, tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		unix.Close(dir)
-		return nil, fmt.Errorf("nsexec: record the lent workdir in %s: %w", dirPath, err)
-	}
-	fail := func(err error) (*heldRecord, error) {
-		_ = unix.Unlinkat(dir, tmp, 0)
-		unix.Close(fd)
-		unix.Close(dir)
-		return nil, fmt.Errorf("nsexec: record the lent workdir in %s: %w", dirPath, err)
-	}
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return fail(err)
-	}
-	if n, err := unix.Write(fd, b); err != nil || n != len(b) {
-		return fail(fmt.Errorf("write: %d of %d bytes: %v", n, len(b), err))
-	}
 	name := recordName(fileID{Dev: rec.Dev, Ino: rec.Ino})
-	if err := unix.Renameat2(dir, tmp, dir, name, unix.RENAME_NOREPLACE); err != nil {
-		return fail(err)
+	for range 8 {
+		var rnd [6]byte
+		_, _ = rand.Read(rnd[:])
+		tmp := ".new-" + hex.EncodeToString(rnd[:])
+		fd, err := unix.Openat(dir, tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err == unix.EEXIST {
+			continue
+		}
+		if err != nil {
+			unix.Close(dir)
+			return nil, fmt.Errorf("nsexec: record the lent workdir in %s: %w", dirPath, err)
+		}
+		fail := func(err error) (*heldRecord, error) {
+			_ = unix.Unlinkat(dir, tmp, 0)
+			unix.Close(fd)
+			unix.Close(dir)
+			return nil, fmt.Errorf("nsexec: record the lent workdir in %s: %w", dirPath, err)
+		}
+		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err == unix.EWOULDBLOCK {
+			unix.Close(fd) // a sweeper holds it, and removes it
+			continue
+		} else if err != nil {
+			return fail(err)
+		}
+		if n, err := unix.Write(fd, b); err != nil || n != len(b) {
+			return fail(fmt.Errorf("write: %d of %d bytes: %v", n, len(b), err))
+		}
+		err = unix.Renameat2(dir, tmp, dir, name, unix.RENAME_NOREPLACE)
+		if err == unix.ENOENT {
+			unix.Close(fd) // a sweeper removed the dot file before our flock
+			continue
+		}
+		if err != nil {
+			return fail(err)
+		}
+		return &heldRecord{dir: dir, fd: fd, name: name}, nil
 	}
-	return &heldRecord{dir: dir, fd: fd, name: name}, nil
+	unix.Close(dir)
+	return nil, fmt.Errorf("nsexec: record the lent workdir in %s: 8 attempts taken by concurrent sweeps", dirPath)
 }
 
 // drop removes the record and its lock, once the directory was given back.
@@ -221,12 +246,24 @@ func SweepLent(log *slog.Logger, opts ...Option) {
 	}
 }
 
+// dotFileAge is how old an unnamed record must be before a sweep takes it
+// for a dead lender's; a live one is named within microseconds.
+const dotFileAge = time.Minute
+
 func sweepRecord(dir int, name string, log *slog.Logger) {
 	rfd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return
 	}
 	defer unix.Close(rfd)
+	if strings.HasPrefix(name, ".") {
+		// A live lender locks its dot file just after creating it; left
+		// alone while young, it is never taken in between (writeRecord).
+		var st unix.Stat_t
+		if err := unix.Fstat(rfd, &st); err != nil || time.Since(time.Unix(st.Mtim.Unix())) < dotFileAge {
+			return
+		}
+	}
 	if err := unix.Flock(rfd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return // a live lender's
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
 	"golang.org/x/sys/unix"
@@ -161,5 +162,70 @@ func BenchmarkSweepLent(b *testing.B) {
 	log := slog.New(slog.DiscardHandler)
 	for b.Loop() {
 		SweepLent(log, WithHostIDRange(lockDir, HostIDFirst, 1))
+	}
+}
+
+// TestLendingRacesASweep: every root moat that starts sweeps the record
+// directory, and takes an unlocked dot file for a dead lender's. A lender
+// between its create and its flock must then start again, not fail: the
+// soak saw one dispatch in 10,000 fail with ENOENT here (issue 22).
+func TestLendingRacesASweep(t *testing.T) {
+	testenv.RequireRoot(t)
+	lockDir := filepath.Join(t.TempDir(), "ids")
+	const first = HostIDFirst + HostIDCount + 31 // outside the live range
+	log := slog.New(slog.DiscardHandler)
+	w := filepath.Join(t.TempDir(), "work")
+	if err := os.Mkdir(w, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	swept := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-done:
+				swept <- n
+				return
+			default:
+				SweepLent(log, WithHostIDRange(lockDir, first, 1))
+				n++
+			}
+		}
+	}()
+	var failed error
+	lends := 0
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && failed == nil; lends++ {
+		l, err := lendWorkdir(w, Identity{UID: first, GID: first}, true, lentDirOf(lockDir), log)
+		if err != nil {
+			failed = err
+			break
+		}
+		l.end(log)
+	}
+	close(done)
+	n := <-swept
+	if failed != nil {
+		t.Fatalf("lend %d, racing %d sweeps: %v", lends, n, failed)
+	}
+	t.Logf("%d lends raced %d sweeps", lends, n)
+
+	// A dead lender's unnamed record still goes, once it is old.
+	dead, young := filepath.Join(lentDirOf(lockDir), ".new-dead"), filepath.Join(lentDirOf(lockDir), ".new-young")
+	for _, p := range []string{dead, young} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * dotFileAge)
+	if err := os.Chtimes(dead, old, old); err != nil {
+		t.Fatal(err)
+	}
+	SweepLent(log, WithHostIDRange(lockDir, first, 1))
+	if _, err := os.Stat(dead); err == nil {
+		t.Error("an old unnamed record survived the sweep")
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Errorf("a young unnamed record was swept: %v", err)
 	}
 }

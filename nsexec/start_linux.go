@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -158,8 +159,14 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 	if c.Cwd != "" && (!filepath.IsAbs(c.Cwd) || filepath.Clean(c.Cwd) != c.Cwd) {
 		return nil, &ConfigError{Field: "cwd", Value: c.Cwd, Reason: "use an absolute, clean path"}
 	}
+	if c.UID == math.MaxUint32 || c.GID == math.MaxUint32 {
+		return nil, &ConfigError{Field: "uid", Value: fmt.Sprint(c.UID, ":", c.GID), Reason: "4294967295 is the invalid id (-1); use 0 to 4294967294"}
+	}
 	if c.Hostname == "" {
 		c.Hostname = DefaultHostname
+	}
+	if reason := HostnameProblem(c.Hostname); reason != "" {
+		return nil, &ConfigError{Field: "hostname", Value: c.Hostname, Reason: reason}
 	}
 	if c.TmpSize <= 0 {
 		c.TmpSize = DefaultTmpSize

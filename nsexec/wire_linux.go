@@ -75,14 +75,7 @@ func readFrame(fd int) (*wire, error) {
 	if err := readFull(fd, body); err != nil {
 		return nil, err
 	}
-	var w wire
-	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, fmt.Errorf("decode config: %w", unix.EINVAL)
-	}
-	if w.Config == nil || w.Config.Version != ConfigVersion {
-		return nil, fmt.Errorf("config version mismatch (want %d): %w", ConfigVersion, unix.EPROTO)
-	}
-	return &w, nil
+	return decodeFrame(body)
 }
 
 // encodeRequest frames a deferred child's request.
@@ -140,11 +133,8 @@ func readRequest(fd int) (*request, []int, error) {
 	if err := readFull(fd, body); err != nil {
 		return nil, fds, err
 	}
-	var r request
-	if err := json.Unmarshal(body, &r); err != nil || len(r.Args) == 0 || r.Args[0] == "" {
-		return nil, fds, fmt.Errorf("decode request: %w", unix.EINVAL)
-	}
-	return &r, fds, nil
+	r, err := decodeRequest(body)
+	return r, fds, err
 }
 
 // writeMarks sends the child's stage marks (msgTrace).

@@ -8,7 +8,9 @@ import (
 	"io"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 // maxPolicyBytes bounds what Parse reads; real policies are a few KiB.
@@ -30,16 +32,15 @@ func Parse(r io.Reader) (*Policy, error) {
 	if len(data) > maxPolicyBytes {
 		return nil, fmt.Errorf("parse policy: larger than %d bytes", maxPolicyBytes)
 	}
-	var generic any
-	if err := decodeOne(data, &generic, false); err != nil {
+	generic, errs, err := decodeGeneric(data)
+	if err != nil {
 		return nil, fmt.Errorf("parse policy: %w", err)
 	}
 	if _, ok := generic.(map[string]any); !ok {
 		return nil, fmt.Errorf("parse policy: %w", &FieldError{Path: "(document)", Value: jsonValue(generic), Reason: "is not a JSON object"})
 	}
-	var errs []error
 	unknownFields(generic, reflect.TypeOf(Policy{}), "", &errs)
-	var bad []string // paths dropped for the tolerant pass: unknown or of the wrong type
+	var bad []string // paths dropped for the tolerant pass: repeated, unknown or of the wrong type
 	for _, e := range errs {
 		bad = append(bad, e.(*FieldError).Path)
 	}
@@ -141,7 +142,7 @@ func typeErrors(v any, t reflect.Type, path string, errs *[]error, bad *[]string
 		*bad = append(*bad, path)
 		return nil
 	}
-	if reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		return leaf(v, t, wrong)
 	}
 	switch t.Kind() {
@@ -190,8 +191,13 @@ func typeErrors(v any, t reflect.Type, path string, errs *[]error, bad *[]string
 	return leaf(v, t, wrong)
 }
 
-// leaf decodes one scalar as encoding/json would into t.
+// leaf decodes one scalar as encoding/json would into t. A JSON string into
+// a plain string kind always decodes, and is most of a policy's leaves (the
+// seccomp allowlist's names): it skips the encode and decode round trip.
 func leaf(v any, t reflect.Type, wrong func() any) any {
+	if _, ok := v.(string); ok && t.Kind() == reflect.String && !reflect.PointerTo(t).Implements(unmarshalerType) {
+		return v
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return wrong()
@@ -203,6 +209,8 @@ func leaf(v any, t reflect.Type, wrong func() any) any {
 	}
 	return v
 }
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
 func sortedKeys(m map[string]any) []string {
 	keys := make([]string, 0, len(m))
@@ -254,7 +262,15 @@ func suggest(k string, fields map[string]reflect.Type) string {
 	return "; known fields: " + strings.Join(names, ", ")
 }
 
+// join appends an object key to a JSON path. A key a path could not show
+// plainly (empty, or with a '.', a bracket, a quote, a space or a control
+// character) is written quoted in brackets: `[""]`, `limits["a.b"]`.
 func join(path, key string) string {
+	if key == "" || strings.ContainsFunc(key, func(r rune) bool {
+		return r <= ' ' || r == '.' || r == '[' || r == ']' || r == '"' || r == '\\' || r == 0x7f || !unicode.IsPrint(r)
+	}) {
+		return path + "[" + strconv.Quote(key) + "]"
+	}
 	if path == "" {
 		return key
 	}

@@ -95,6 +95,12 @@ func TestParseStrictDecoding(t *testing.T) {
 		"letter case":  {`{"Limits": {}}`, "Limits"},
 		"wrong type":   {`{"limits": {"pids": "many"}}`, "limits.pids"},
 		"uid negative": {`{"identity": {"uid": -1, "gid": 0}}`, "identity.uid"},
+		// Two equal keys: encoding/json would keep the last without a word.
+		"duplicate":        {`{"network": "loopback", "unfiltered": true, "network": "none"}`, "network"},
+		"duplicate nested": {`{"seccomp": {"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"names": [{}], "names": ["read"], "action": "SCMP_ACT_ALLOW"}]}}`, "seccomp.syscalls[0].names"},
+		// Keys a dotted path could not show are quoted.
+		"empty key":  {`{"": 0}`, `[""]`},
+		"dotted key": {`{"limits": {"a.b": 1}}`, `limits["a.b"]`},
 	}
 	for name, c := range cases {
 		_, err := Parse(strings.NewReader(c.doc))

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Size is a byte count written for humans: a plain number of bytes
@@ -42,8 +43,10 @@ func (s Size) Bytes() (int64, error) {
 	if err != nil {
 		return 0, errNotSize
 	}
-	unit, ok := sizeUnits[strings.ToLower(strings.TrimSpace(str[i:]))]
-	if !ok {
+	suffix := strings.TrimSpace(str[i:])
+	// ASCII only: strings.ToLower maps the Kelvin sign (U+212A) to 'k'.
+	unit, ok := sizeUnits[strings.ToLower(suffix)]
+	if !ok || strings.ContainsFunc(suffix, func(r rune) bool { return r >= utf8.RuneSelf }) {
 		return 0, errNotSize
 	}
 	if n > math.MaxInt64/unit {

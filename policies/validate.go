@@ -212,6 +212,15 @@ func tmpfsOption(o string) bool {
 	return false
 }
 
+// The CPU limit's range: the quota is CPUs times a 100 ms period, and the
+// kernel refuses a quota under 1 ms (EINVAL, kernel/sched/core.c
+// min_cfs_quota_period); above NR_CPUS' largest value (8192) a limit
+// limits nothing, and past it the quota would overflow into nonsense.
+const (
+	MinCPUs = 0.01
+	MaxCPUs = 8192
+)
+
 func (v *validator) limits(l *Limits, hasBase bool) {
 	if d, err := l.Timeout.Duration(); err != nil {
 		v.add("limits.timeout", string(l.Timeout), "is not a duration; use a number with a unit, like 30s, 1m30s or 500ms")
@@ -234,8 +243,8 @@ func (v *validator) limits(l *Limits, hasBase bool) {
 	if l.Pids < 0 {
 		v.add("limits.pids", l.Pids, "is negative; use 1 or more")
 	}
-	if l.CPUs < 0 || l.CPUs != l.CPUs {
-		v.add("limits.cpus", l.CPUs, "is not allowed; use a number of CPUs greater than 0, like 0.5 or 2")
+	if l.CPUs != 0 && !(l.CPUs >= MinCPUs && l.CPUs <= MaxCPUs) { // NaN fails both
+		v.add("limits.cpus", l.CPUs, "is not allowed; use a number of CPUs from %v to %v, like 0.5 or 2", MinCPUs, MaxCPUs)
 	}
 	set := map[string]bool{
 		"timeout": l.Timeout != "", "outputCap": l.OutputCap != "", "tmpfsSize": l.TmpfsSize != "",

@@ -116,12 +116,29 @@ func (s *Store) get(key string) (Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	header := storeMagic + key + "\n"
-	b, err := s.readFile(dir, key+".bpf", int64(len(header)+unix.BPF_MAXINSNS*instructionSize+sha256.Size))
+	b, err := s.readFile(dir, key+".bpf", int64(len(storeMagic)+len(key)+1+unix.BPF_MAXINSNS*instructionSize+sha256.Size))
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(s.Dir, key+".bpf")
+	return decodeStored(filepath.Join(s.Dir, key+".bpf"), key, mac, b)
+}
+
+// encodeStored is the file Put writes for prog under key: the magic and
+// the key on one line, the program, and the HMAC of both under mac.
+func encodeStored(key string, mac []byte, prog Program) ([]byte, error) {
+	raw, err := prog.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	b := append([]byte(storeMagic+key+"\n"), raw...)
+	return append(b, sum(mac, b)...), nil
+}
+
+// decodeStored checks and decodes the file at path read for key: only
+// what encodeStored wrote under mac is a program; anything else is a
+// *StoreError naming path.
+func decodeStored(path, key string, mac, b []byte) (Program, error) {
+	header := storeMagic + key + "\n"
 	if len(b) < len(header)+sha256.Size || !bytes.HasPrefix(b, []byte(header)) {
 		return nil, &StoreError{Path: path, Reason: "header does not match its name"}
 	}
@@ -165,12 +182,10 @@ func (s *Store) put(key string, prog Program) error {
 	if err != nil {
 		return err
 	}
-	raw, err := prog.MarshalBinary()
+	b, err := encodeStored(key, mac, prog)
 	if err != nil {
 		return err
 	}
-	b := append([]byte(storeMagic+key+"\n"), raw...)
-	b = append(b, sum(mac, b)...)
 	return s.writeFile(dir, key+".bpf", b, false)
 }
 

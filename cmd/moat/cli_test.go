@@ -117,7 +117,11 @@ func TestRunExitStatusTable(t *testing.T) {
 		{"bad flag", []string{"run", "--bogus", "--", "/bin/true"}, 64, "", "flag provided but not defined"},
 		{"missing command", []string{"run"}, 64, "", "missing the command"},
 		{"missing policy", []string{"run", "--policy", "no-such-policy", "--", "/bin/true"}, 64, "", "no-such-policy"},
-		{"bad limit", []string{"run", "--memory", "12 parsecs", "--", "/bin/true"}, 64, "", "limits.memory"},
+		{"bad limit", []string{"run", "--memory", "12 parsecs", "--", "/bin/true"}, 64, "", `--memory "12 parsecs"`},
+		{"negative timeout", []string{"run", "--timeout", "-5s", "--", "/bin/true"}, 64, "", "--timeout -5s"},
+		{"infinite cpus", []string{"run", "--cpus", "+Inf", "--", "/bin/true"}, 64, "", "--cpus +Inf"},
+		{"env without a name", []string{"run", "--env", "=x", "--", "/bin/true"}, 64, "", `--env "=x"`},
+		{"bind over the root", []string{"run", "--bind", "/tmp:/", "--", "/bin/true"}, 64, "", `--bind "/tmp:/"`},
 		{"bad bind", []string{"run", "--bind", "nocolon", "--", "/bin/true"}, 64, "", "SRC:DST"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -166,6 +166,9 @@ func newProvider(f *dispatchFlags, argv []string, led executor.Ledger, stderr io
 		if err != nil {
 			return nil, "", fmt.Errorf("%w: %v", errUsage, err)
 		}
+		if err := f.limits.check(f.timeout); err != nil {
+			return nil, "", fmt.Errorf("%w: %v", errUsage, err)
+		}
 		f.limits.apply(pol)
 		if err := pol.Validate(); err != nil {
 			return nil, "", fmt.Errorf("%w: %v", errUsage, err)

@@ -95,8 +95,15 @@ func TestRunCrashLoopLeavesNothing(t *testing.T) {
 		parents = moatParents(t)
 	}
 
-	deadline := time.Now().Add(45 * time.Second)
-	for i := 0; i < 40 && time.Now().Before(deadline); i++ {
+	// 40 kills; `make soak` sets MOAT_SOAK_RUN_KILLS.
+	kills := testenv.SoakCount(t, "MOAT_SOAK_RUN_KILLS", 40)
+	start := time.Now()
+	deadline := start.Add(time.Duration(kills) * 45 * time.Second / 40)
+	killed := 0
+	defer func() {
+		t.Logf("as uid %d: %d kills of moat run in %v (the sweep checked below)", os.Geteuid(), killed, time.Since(start).Round(time.Millisecond))
+	}()
+	for i := 0; i < kills && time.Now().Before(deadline); i, killed = i+1, killed+1 {
 		args := []string{"run"}
 		if root && i%2 == 0 {
 			args = append(args, "--memory", "128M") // a cgroup leaf

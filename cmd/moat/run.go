@@ -113,6 +113,9 @@ Flags:
 		}
 		pol.Identity = &id
 	}
+	if err := limits.check(*timeout); err != nil {
+		return usageErr("%v", err)
+	}
 	limits.apply(pol)
 	addEgress(pol, allowHosts, allowCIDRs)
 	if err := pol.Validate(); err != nil {
@@ -133,7 +136,10 @@ Flags:
 	for _, w := range socketWarnings(append(append([]specs.Mount(nil), pol.Mounts...), mounts...), *workdir) {
 		fmt.Fprintln(stderr, w)
 	}
-	env := sandboxEnv(envs, *inherit)
+	env, err := parseEnv(envs, *inherit, os.Environ(), os.LookupEnv)
+	if err != nil {
+		return usageErr("%v", err)
+	}
 	if *expose {
 		var exposed []specs.Mount
 		if argv, exposed, err = newExposer(pol.Rootfs, env).exposeArgv(argv); err != nil {
@@ -233,12 +239,15 @@ func parseBinds(specsIn []string) ([]specs.Mount, error) {
 		if len(parts) != 2 || parts[0] == "" || parts[1] == "" || (mode != "ro" && mode != "rw") {
 			return nil, fmt.Errorf("--bind %q: want SRC:DST, SRC:DST:ro or SRC:DST:rw", b)
 		}
+		if strings.IndexByte(parts[0], 0) >= 0 {
+			return nil, fmt.Errorf("--bind %q: the source holds a NUL byte", b)
+		}
 		src, err := absPath(parts[0])
 		if err != nil {
 			return nil, fmt.Errorf("--bind %q: %v", b, err)
 		}
-		if !strings.HasPrefix(parts[1], "/") {
-			return nil, fmt.Errorf("--bind %q: the destination must be an absolute path inside the sandbox", b)
+		if err := bindDestination(parts[1]); err != nil {
+			return nil, fmt.Errorf("--bind %q: %v", b, err)
 		}
 		out = append(out, specs.Mount{Source: src, Destination: parts[1], Type: "bind", Options: []string{mode}})
 	}
@@ -254,37 +263,6 @@ func absPath(p string) (string, error) {
 		return "", err
 	}
 	return wd + "/" + strings.TrimPrefix(p, "./"), nil
-}
-
-// sandboxEnv builds the command's environment: PATH and HOME, then --env.
-func sandboxEnv(envs []string, inherit bool) []string {
-	vals := map[string]string{"PATH": defaultPath, "HOME": "/work"}
-	order := []string{"PATH", "HOME"}
-	set := func(k, v string) {
-		if _, ok := vals[k]; !ok {
-			order = append(order, k)
-		}
-		vals[k] = v
-	}
-	if inherit {
-		for _, kv := range os.Environ() {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				set(k, v)
-			}
-		}
-	}
-	for _, e := range envs {
-		if k, v, ok := strings.Cut(e, "="); ok {
-			set(k, v)
-		} else if v, ok := os.LookupEnv(e); ok {
-			set(e, v)
-		}
-	}
-	out := make([]string, 0, len(order))
-	for _, k := range order {
-		out = append(out, k+"="+vals[k])
-	}
-	return out
 }
 
 // fileOr returns w as an *os.File when it is one (the process's own

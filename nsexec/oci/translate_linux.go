@@ -3,6 +3,7 @@ package oci
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,6 +128,9 @@ func (t *translator) process() {
 		t.plan.Config.Cwd = c
 	}
 	t.plan.Config.UID, t.plan.Config.GID, t.plan.Config.ExactIDs = p.User.UID, p.User.GID, true
+	if p.User.UID == math.MaxUint32 || p.User.GID == math.MaxUint32 {
+		t.refuse("process.user", fmt.Sprint(p.User.UID, ":", p.User.GID), "4294967295 is the invalid id (-1); use 0 to 4294967294")
+	}
 	for i, g := range p.User.AdditionalGids {
 		if g != p.User.GID {
 			t.refuse(fmt.Sprintf("process.user.additionalGids[%d]", i), fmt.Sprint(g), "moat maps one uid and one gid into the sandbox, so a supplementary group would be unmapped; drop it (podman: no --group-add)")
@@ -165,6 +169,11 @@ func (t *translator) process() {
 
 func (t *translator) hostname() {
 	t.plan.Config.Hostname = t.spec.Hostname
+	if t.spec.Hostname != "" {
+		if reason := nsexec.HostnameProblem(t.spec.Hostname); reason != "" {
+			t.refuse("hostname", t.spec.Hostname, "%s", reason)
+		}
+	}
 	if t.spec.Domainname != "" {
 		t.refuse("domainname", t.spec.Domainname, "is not supported; leave it unset")
 	}

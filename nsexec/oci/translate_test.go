@@ -87,6 +87,8 @@ func TestTranslateRefuses(t *testing.T) {
 			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "time"})
 		}},
 		{"hooks", func(s *specs.Spec) { s.Hooks = &specs.Hooks{Poststop: []specs.Hook{{Path: "/bin/true"}}} }},
+		{"hostname", func(s *specs.Spec) { s.Hostname = "c1\n10.0.0.1 bank.example" }},
+		{"process.user", func(s *specs.Spec) { s.Process.User.UID = 1<<32 - 1 }},
 		{"linux.sysctl.kernel.shmmax", func(s *specs.Spec) { s.Linux.Sysctl["kernel.shmmax"] = "1" }},
 		{"linux.maskedPaths[9]", func(s *specs.Spec) { s.Linux.MaskedPaths = append(s.Linux.MaskedPaths, "/etc/shadow") }},
 		{"linux.readonlyPaths[6]", func(s *specs.Spec) { s.Linux.ReadonlyPaths = append(s.Linux.ReadonlyPaths, "/proc/self") }},

@@ -1,0 +1,188 @@
+//go:build linux
+
+package nsexec
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// sampleWire is a frame as Start sends it: every field set.
+func sampleWire() *wire {
+	return &wire{
+		Config: &Config{
+			Version: ConfigVersion, Rootfs: "/srv/root", Network: NetworkLoopback, UID: 1000, GID: 1000,
+			Hostname: "moat", TmpSize: DefaultTmpSize, Workdir: "/tmp/moat-work",
+			Mounts: []specs.Mount{
+				{Source: "/opt/models", Destination: "/opt/models", Type: MountBind, Options: []string{"ro"}},
+				{Destination: "/scratch", Type: MountTmpfs, Options: []string{"size=1m"}},
+			},
+			Rlimits:  []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024}},
+			Seccomp:  []byte{6, 0, 0, 0, 0, 0, 0xff, 0x7f},
+			Args:     []string{"python3", "-c", "pass"},
+			Env:      []string{"PATH=/usr/bin", "HOME=/work"},
+			CgroupNS: true,
+		},
+		DropGroups: true, Trace: true, Tasks: 5,
+		Sources: sourceIDs{Rootfs: &fileID{Dev: 1, Ino: 2}, Workdir: &fileID{Dev: 1, Ino: 3}, Mounts: []fileID{{Dev: 1, Ino: 4}, {}}},
+	}
+}
+
+func frameBody(t testing.TB, w *wire) []byte {
+	t.Helper()
+	frame, err := encodeFrame(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := binary.BigEndian.Uint32(frame); int(n) != len(frame)-4 {
+		t.Fatalf("frame header says %d bytes, body has %d", n, len(frame)-4)
+	}
+	return frame[4:]
+}
+
+// wireRefusal fails t unless err is a *WireError naming a field, with the
+// errno the child reports.
+func wireRefusal(t *testing.T, err error) *WireError {
+	t.Helper()
+	var we *WireError
+	if !errors.As(err, &we) || we.Field == "" || we.Reason == "" {
+		t.Fatalf("refused with %T %v, want a *WireError naming the field", err, err)
+	}
+	if errnoOf(err) != unix.EINVAL && errnoOf(err) != unix.EPROTO {
+		t.Fatalf("%v: errno %v, want EINVAL or EPROTO", err, errnoOf(err))
+	}
+	return we
+}
+
+// FuzzWireFrame fuzzes the config frame the sandbox init decodes: a frame
+// is accepted only in a form that survives encoding again unchanged, with
+// everything the child indexes consistent (a tool to run, one source inode
+// per mount, a bounded task count, a hostname that is one line), and each
+// of its mounts is then either planned or refused with a *ConfigError;
+// anything else is refused with a *WireError naming the field.
+func FuzzWireFrame(f *testing.F) {
+	f.Add(frameBody(f, sampleWire()))
+	deferred := sampleWire()
+	deferred.Deferred, deferred.Config.Args = true, nil
+	f.Add(frameBody(f, deferred))
+	minimal := &wire{Config: &Config{Version: ConfigVersion, Args: []string{"/bin/true"}}}
+	f.Add(frameBody(f, minimal))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		w, err := decodeFrame(body)
+		if err != nil {
+			wireRefusal(t, err)
+			return
+		}
+		c := w.Config
+		if !w.Deferred && c.Args[0] == "" || len(w.Sources.Mounts) != len(c.Mounts) || w.Tasks < 0 || w.Tasks > maxTasks {
+			t.Fatalf("accepted an inconsistent frame: %+v", w)
+		}
+		if strings.ContainsAny(c.Hostname, "\n\r") {
+			t.Fatalf("accepted hostname %q", c.Hostname)
+		}
+		for i := range c.Mounts {
+			if _, err := parseMount(i, &c.Mounts[i], c.TmpSize); err != nil {
+				var ce *ConfigError
+				if !errors.As(err, &ce) || !strings.HasPrefix(ce.Field, "mounts[") {
+					t.Fatalf("mount %d refused with %T %v, want a *ConfigError naming it", i, err, err)
+				}
+			}
+		}
+		once := frameBody(t, w)
+		again, err := decodeFrame(once)
+		if err != nil {
+			t.Fatalf("an accepted frame, encoded again, is refused: %v", err)
+		}
+		if twice := frameBody(t, again); !bytes.Equal(once, twice) {
+			t.Fatalf("round trip differs:\n%s\n%s", once, twice)
+		}
+	})
+}
+
+// FuzzWireRequest fuzzes a deferred child's request body the same way.
+func FuzzWireRequest(f *testing.F) {
+	f.Add([]byte(`{"args":["python3","-c","pass"],"env":["PATH=/usr/bin"]}`))
+	f.Add([]byte(`{"args":[],"env":null}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := decodeRequest(body)
+		if err != nil {
+			wireRefusal(t, err)
+			return
+		}
+		if len(r.Args) == 0 || r.Args[0] == "" {
+			t.Fatalf("accepted a request that names no tool: %+v", r)
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := decodeRequest(b)
+		if err != nil {
+			t.Fatalf("an accepted request, encoded again, is refused: %v", err)
+		}
+		if b2, _ := json.Marshal(back); !bytes.Equal(b, b2) {
+			t.Fatalf("round trip differs:\n%s\n%s", b, b2)
+		}
+	})
+}
+
+// TestWireRefusesHostileFrames: each frame a parent of this build never
+// sends is refused, naming its field, before the child acts on it.
+func TestWireRefusesHostileFrames(t *testing.T) {
+	cases := map[string]struct {
+		edit  func(w *wire)
+		field string
+	}{
+		"no config":         {func(w *wire) { w.Config = nil }, "config"},
+		"other version":     {func(w *wire) { w.Config.Version = ConfigVersion + 1 }, "config.version"},
+		"no tool":           {func(w *wire) { w.Config.Args = nil }, "config.args"},
+		"empty tool":        {func(w *wire) { w.Config.Args = []string{""} }, "config.args"},
+		"network":           {func(w *wire) { w.Config.Network = "host" }, "config.network"},
+		"invalid uid":       {func(w *wire) { w.Config.UID = 1<<32 - 1 }, "config.uid"},
+		"negative tmpfs":    {func(w *wire) { w.Config.TmpSize = -1 }, "config.tmpSize"},
+		"tasks":             {func(w *wire) { w.Tasks = 1 << 30 }, "tasks"},
+		"negative tasks":    {func(w *wire) { w.Tasks = -1 }, "tasks"},
+		"rootfs unchecked":  {func(w *wire) { w.Sources.Rootfs = nil }, "sources.rootfs"},
+		"workdir unchecked": {func(w *wire) { w.Sources.Workdir = nil }, "sources.workdir"},
+		"a mount unchecked": {func(w *wire) { w.Sources.Mounts = w.Sources.Mounts[:1] }, "sources.mounts"},
+		"hosts line":        {func(w *wire) { w.Config.Hostname = "moat\n10.0.0.1 bank.example" }, "config.hostname"},
+		"hostname too long": {func(w *wire) { w.Config.Hostname = strings.Repeat("h", 65) }, "config.hostname"},
+	}
+	for name, c := range cases {
+		w := sampleWire()
+		c.edit(w)
+		_, err := decodeFrame(frameBody(t, w))
+		if we := wireRefusal(t, err); we.Field != c.field {
+			t.Errorf("%s: refused at %q, want %q", name, we.Field, c.field)
+		}
+	}
+	for _, body := range []string{`{"config":`, `{"config":{"uid":"root"}}`, `[]`} {
+		_, err := decodeFrame([]byte(body))
+		wireRefusal(t, err)
+	}
+	if _, err := decodeFrame(frameBody(t, sampleWire())); err != nil {
+		t.Fatalf("the sample frame is refused: %v", err)
+	}
+}
+
+// TestNormalizeRefusesWhatTheInitWould: Start refuses, naming the field, the
+// values the init's frame check refuses, before anything is cloned.
+func TestNormalizeRefusesWhatTheInitWould(t *testing.T) {
+	for field, cfg := range map[string]*Config{
+		"hostname": {Args: []string{"/bin/true"}, Hostname: "moat\n10.0.0.1 bank.example"},
+		"uid":      {Args: []string{"/bin/true"}, UID: 1<<32 - 1, GID: 1000},
+	} {
+		_, err := normalize(cfg, false)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != field {
+			t.Errorf("%s: %v, want a *ConfigError naming %s", field, err, field)
+		}
+	}
+}
