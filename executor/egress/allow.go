@@ -76,6 +76,8 @@ var special = []netip.Prefix{
 	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments (RFC 6890)
 	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking (RFC 2544)
 	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and broadcast
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible (RFC 4291, deprecated): ::127.0.0.1 routes over sit
+	netip.MustParsePrefix("::ffff:0:0:0/96"), // SIIT IPv4-translated (RFC 2765): embeds an IPv4 address
 	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64 (RFC 6052): reaches any IPv4 address, private ones too
 	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64 (RFC 8215)
 	netip.MustParsePrefix("2002::/16"),       // 6to4 (RFC 3056): embeds an IPv4 address
@@ -139,14 +141,20 @@ func (s *Sandbox) dial(ctx context.Context, host string, port uint16) (net.Conn,
 		if !s.allowed(host, port) {
 			return deny("%s is not on the policy's egress allowlist (add it to egress.allow, or moat run --allow-host %s)", host, net.JoinHostPort(host, strconv.Itoa(int(port))))
 		}
-		found, err := p.resolver.LookupNetIP(ctx, "ip", host)
+		// Rooted, so resolv.conf's search domains never turn the checked
+		// name into another (x.example.com into x.example.com.corp.lan).
+		found, err := p.resolver.LookupNetIP(ctx, "ip", host+".")
 		if err != nil || len(found) == 0 {
 			if err == nil {
 				err = errors.New("no address")
 			}
 			return nil, &UnreachableError{Host: host, Port: port, Resolve: true, Err: err}
 		}
-		own, _ := p.hostAddrs()
+		own, err := p.hostAddrs()
+		if err != nil {
+			// Fail closed: without the list, one of them could pass.
+			return deny("this host's own addresses cannot be listed to rule them out: %v", err)
+		}
 		var why []string
 		for _, ip := range found {
 			ip = ip.Unmap()

@@ -260,7 +260,7 @@ func TestHostsOwnAddressesAreRefused(t *testing.T) {
 
 func TestForbiddenRanges(t *testing.T) {
 	for _, a := range []string{"127.0.0.1", "::1", "10.0.0.1", "172.16.5.4", "192.168.1.1", "169.254.169.254", "fe80::1",
-		"fc00::1", "0.0.0.0", "::", "100.64.0.1", "224.0.0.1", "255.255.255.255", "64:ff9b::a00:1", "2002:a00:1::1"} {
+		"fc00::1", "0.0.0.0", "::", "100.64.0.1", "224.0.0.1", "255.255.255.255", "64:ff9b::a00:1", "2002:a00:1::1", "::7f00:1", "::ffff:0:a00:1"} {
 		if forbidden(netip.MustParseAddr(a), nil) == "" {
 			t.Errorf("%s passes as a public destination", a)
 		}
@@ -503,5 +503,40 @@ func TestMalformedRequestsAreAnswered(t *testing.T) {
 		if got := exchange(tc.send, len(tc.want)); string(got) != string(tc.want) {
 			t.Errorf("SOCKS5 %s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestHostAddressesUnknownFailsClosed: when the host's own addresses
+// cannot be listed, a name is refused rather than let through unchecked.
+func TestHostAddressesUnknownFailsClosed(t *testing.T) {
+	p := newProxy(t)
+	p.hostAddrs = func() ([]netip.Addr, error) { return nil, errors.New("netlink: too many open files") }
+	p.resolver = Hosts{"pub.test": addrs("198.51.99.8")}
+	s := open(t, p, policies.Egress{Allow: []string{"pub.test"}})
+	_, err := s.dial(context.Background(), "pub.test", 80)
+	var d *Denial
+	if !errors.As(err, &d) || !strings.Contains(d.Reason, "cannot be listed") {
+		t.Errorf("dial with the host's addresses unknown: %v", err)
+	}
+}
+
+// askedResolver records the names it is asked for.
+type askedResolver struct{ asked []string }
+
+func (r *askedResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.asked = append(r.asked, host)
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// TestResolvesTheRootedName: the name checked against the allowlist is
+// the one resolved, never one of resolv.conf's search domains appended.
+func TestResolvesTheRootedName(t *testing.T) {
+	p := newProxy(t)
+	r := &askedResolver{}
+	p.resolver = r
+	s := open(t, p, policies.Egress{Allow: []string{"*.example.com"}})
+	s.dial(context.Background(), "x.example.com", 443)
+	if len(r.asked) != 1 || r.asked[0] != "x.example.com." {
+		t.Errorf("resolver asked %q, want [x.example.com.]", r.asked)
 	}
 }

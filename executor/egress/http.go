@@ -2,7 +2,6 @@ package egress
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -45,7 +44,7 @@ func (s *Sandbox) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 		reply(c, http.StatusBadRequest, "moat egress: CONNECT needs host:port: "+err.Error())
 		return
 	}
-	up, err := s.dial(context.Background(), host, port)
+	up, err := s.dial(s.ctx, host, port)
 	if err != nil {
 		s.refuse(c, "connect", err)
 		return
@@ -70,7 +69,7 @@ func (s *Sandbox) forward(c net.Conn, req *http.Request) bool {
 		reply(c, http.StatusBadRequest, "moat egress: bad host in the URI: "+err.Error())
 		return false
 	}
-	up, err := s.dial(req.Context(), host, port)
+	up, err := s.dial(s.ctx, host, port)
 	if err != nil {
 		s.refuse(c, "http", err)
 		return false
@@ -86,6 +85,7 @@ func (s *Sandbox) forward(c net.Conn, req *http.Request) bool {
 	for _, h := range []string{"Proxy-Connection", "Proxy-Authorization", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade"} {
 		req.Header.Del(h)
 	}
+	keep := !req.Close // what the tool asked for, before the upstream side is closed
 	req.Close = true
 	if err := req.Write(up); err != nil {
 		reply(c, http.StatusBadGateway, "moat egress: send the request upstream: "+err.Error())
@@ -97,7 +97,7 @@ func (s *Sandbox) forward(c net.Conn, req *http.Request) bool {
 		return false
 	}
 	defer resp.Body.Close()
-	keep := !req.Close && !resp.Close
+	keep = keep && !resp.Close
 	resp.Close = !keep
 	if err := resp.Write(c); err != nil {
 		return false

@@ -163,15 +163,17 @@ func (p *Proxy) Open(allow *Allowlist, attrs ...any) (*Sandbox, error) {
 	ln.SetUnlinkOnClose(true)
 	// The sandbox runs as another host id than this process (root's
 	// sandboxes), which must open the socket to bind it and connect to it:
-	// the directory is 0711, so the name, 128 random bits, is the only way
-	// in for anyone else on the host, and inside a sandbox only its own
-	// socket is bound.
+	// the directory is 0711, so no other sandbox can list it, and inside a
+	// sandbox only its own socket is bound. A user of the host itself can
+	// still learn the name from /proc/net/unix and connect, with that
+	// sandbox's allowlist: no more than the host's own network gives it.
 	if err := os.Chmod(path, 0o666); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("egress: chmod the socket: %w", err)
 	}
 	s := &Sandbox{proxy: p, allow: allow, ln: ln, path: path, logger: p.logger.With(attrs...),
 		sem: make(chan struct{}, p.maxConns), conns: map[net.Conn]struct{}{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -40,6 +41,11 @@ type Sandbox struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+
+	// ctx ends with Close, so a handler still resolving or dialling
+	// returns at once instead of holding Close for its timeouts.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // Socket is the host path of the sandbox's unix socket, to bind into it.
@@ -59,6 +65,7 @@ func (s *Sandbox) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.cancel()
 	err := s.ln.Close()
 	for c := range s.conns {
 		c.Close()

@@ -2,7 +2,6 @@ package egress
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -70,7 +69,7 @@ func (s *Sandbox) socks(c net.Conn, br *bufio.Reader) {
 		socksReply(c, socksCmdUnsupported)
 		return
 	}
-	up, err := s.dial(context.Background(), host, port)
+	up, err := s.dial(s.ctx, host, port)
 	if err != nil {
 		var d *Denial
 		var u *UnreachableError

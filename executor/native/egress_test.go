@@ -328,3 +328,22 @@ func TestEgressNeedsInetSockets(t *testing.T) {
 		p.Close()
 	}
 }
+
+// TestFailedNewStopsItsOwnProxy: a provider that started its own proxy
+// and then failed (here a negative pool size) leaves no socket directory.
+func TestFailedNewStopsItsOwnProxy(t *testing.T) {
+	dirs := func() []string {
+		m, err := filepath.Glob(filepath.Join(os.TempDir(), "moat-egress-*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	before := dirs()
+	if _, err := native.New(native.WithPolicy(egressPolicy(t)), native.WithoutCgroups(), native.WithPool(-1)); err == nil {
+		t.Fatal("New with a negative pool size succeeded")
+	}
+	if after := dirs(); len(after) != len(before) {
+		t.Errorf("proxy directories before %v, after a failed New %v", before, after)
+	}
+}

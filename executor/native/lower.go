@@ -104,6 +104,13 @@ func lower(o *options) (*launcher, executor.Config, error) {
 	if err != nil {
 		return nil, cfg, err
 	}
+	ok := false
+	defer func() {
+		if !ok && route != nil && route.own {
+			// A proxy this provider started is its to stop when New fails.
+			route.proxy.Close()
+		}
+	}()
 	digest, err := digestTemplate(&tmpl)
 	if err != nil {
 		return nil, cfg, err
@@ -117,6 +124,7 @@ func lower(o *options) (*launcher, executor.Config, error) {
 	if err := setupCgroups(l, o, pol); err != nil {
 		return nil, cfg, err
 	}
+	ok = true
 	return l, cfg, nil
 }
 

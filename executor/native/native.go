@@ -232,15 +232,14 @@ func New(opts ...Option) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.poolSize < 0 {
+		l.release()
+		return nil, &executor.Error{Code: executor.CodeConfig, Message: fmt.Sprintf("native: pool size %d is negative", o.poolSize)}
+	}
 	p, err := executor.NewPipeline(cfg)
 	if err != nil {
-		if l.ownCgroups {
-			l.cgroups.Close()
-		}
+		l.release()
 		return nil, err
-	}
-	if o.poolSize < 0 {
-		return nil, &executor.Error{Code: executor.CodeConfig, Message: fmt.Sprintf("native: pool size %d is negative", o.poolSize)}
 	}
 	if o.poolSize > 0 && l.egress != nil {
 		// A pooled sandbox is prepared before its dispatch is known, and
@@ -280,11 +279,17 @@ func (p *Provider) Close() error {
 	if p.launcher.pool != nil {
 		p.launcher.pool.close()
 	}
-	if e := p.launcher.egress; e != nil && e.own {
+	return p.launcher.release()
+}
+
+// release stops what the launcher started for itself: its egress proxy
+// and its cgroup manager (New's error paths and Close).
+func (l *launcher) release() error {
+	if e := l.egress; e != nil && e.own {
 		e.proxy.Close()
 	}
-	if p.launcher.ownCgroups && p.launcher.cgroups != nil {
-		return p.launcher.cgroups.Close()
+	if l.ownCgroups && l.cgroups != nil {
+		return l.cgroups.Close()
 	}
 	return nil
 }
