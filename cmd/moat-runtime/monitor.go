@@ -135,6 +135,9 @@ func newMonitor(g global, log *slog.Logger, id, bundle, consoleSocket string) (*
 			return nil, fmt.Errorf("config.json linux.namespaces: the network namespace: %w", err)
 		}
 		defer f.Close()
+		if err := oci.CheckNetNS(f); err != nil {
+			return nil, err
+		}
 		opts = append(opts, nsexec.WithNetNS(f))
 	}
 	leaf, copts, placed, err := cgroupFor(id, plan.Resources, log)

@@ -95,9 +95,17 @@ func raiseRlimits(rl []specs.POSIXRlimit) {
 		if !ok {
 			continue
 		}
+		// Only raised, never lowered: the monitor keeps serving start and
+		// kill (a NOFILE of 4 would end its accepts, a small CPU limit
+		// would kill it with SIGXCPU); the init sets the exact values.
+		var cur syscall.Rlimit
+		if syscall.Getrlimit(res, &cur) != nil || (cur.Max >= r.Hard && cur.Cur >= r.Soft) {
+			continue
+		}
+		cur.Max, cur.Cur = max(cur.Max, r.Hard), max(cur.Cur, r.Soft)
 		// syscall's, not x/sys's: it keeps the Go runtime's saved
 		// RLIMIT_NOFILE in step, so children get the new value.
-		_ = syscall.Setrlimit(res, &syscall.Rlimit{Cur: r.Soft, Max: r.Hard})
+		_ = syscall.Setrlimit(res, &cur)
 	}
 }
 

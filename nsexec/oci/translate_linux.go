@@ -289,7 +289,14 @@ func (t *translator) mapping(l *specs.Linux) {
 func lookup(ms []specs.LinuxIDMapping, id uint32) (uint32, bool) {
 	for _, m := range ms {
 		if id >= m.ContainerID && uint64(id) < uint64(m.ContainerID)+uint64(m.Size) {
-			return m.HostID + (id - m.ContainerID), true
+			// In 64 bits: a range past 2^32-1 wraps in uint32 onto a low
+			// host id (4294967290+7 is uid 1); the kernel refuses such a
+			// map from runc, and moat writes its own single-id map.
+			h := uint64(m.HostID) + uint64(id-m.ContainerID)
+			if h >= 1<<32-1 {
+				return 0, false
+			}
+			return uint32(h), true
 		}
 	}
 	return 0, false

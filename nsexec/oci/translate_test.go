@@ -167,6 +167,12 @@ func TestTranslateMapping(t *testing.T) {
 	if _, err := Translate(s, "/b", true); err == nil {
 		t.Fatal("an unmapped process uid was accepted")
 	}
+	// A range running past 2^32-1 must not wrap onto a low host id.
+	s.Process.User.UID = 7
+	s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 4294967290, Size: 100}}
+	if p, err := Translate(s, "/b", true); err == nil {
+		t.Fatalf("a mapping wrapping past 2^32-1 was accepted: host id %+v", p.HostID)
+	}
 }
 
 func TestParseSize(t *testing.T) {
