@@ -2,9 +2,13 @@ package egress
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
+	"net/netip"
 	"os"
+	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -49,7 +53,29 @@ func FuzzProxyRequest(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	p, err := New(WithResolver(testNames))
+	// Two tripwires for a bypass: a name is resolved only once the
+	// allowlist admitted it, and a listener on the host's loopback that a
+	// raw-IP request (seeded below) would reach.
+	var resolved, accepted atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	f.Add([]byte("CONNECT 127.0.0.1:" + port + " HTTP/1.1\r\n\r\n"))
+	f.Add([]byte("GET http://127.0.0.1:" + port + "/ HTTP/1.1\r\n\r\n"))
+	p, err := New(WithResolver(tripwire{testNames, &resolved}))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -79,6 +105,9 @@ func FuzzProxyRequest(f *testing.F) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("the proxy still holds the connection 10 s after the tool sent %q", data)
 		}
+		if n, a := resolved.Load(), accepted.Load(); n != 0 || a != 0 {
+			t.Fatalf("with nothing allowed the proxy resolved %d names and reached the loopback listener %d times; last input %q", n, a, data)
+		}
 		if n := s.Usage().Connections; n != 0 {
 			t.Fatalf("with nothing allowed the proxy connected %d times; last input %q", n, data)
 		}
@@ -92,4 +121,15 @@ func FuzzProxyRequest(f *testing.F) {
 			t.Fatalf("request %q answered %q, not with an HTTP status line", data, got)
 		}
 	})
+}
+
+// tripwire is a Resolver that counts every lookup it is asked for.
+type tripwire struct {
+	Hosts
+	n *atomic.Int64
+}
+
+func (r tripwire) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	r.n.Add(1)
+	return r.Hosts.LookupNetIP(ctx, network, host)
 }
