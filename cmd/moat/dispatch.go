@@ -145,7 +145,12 @@ Flags:
 	// The native provider gives back on Close what it took (its cgroup,
 	// a delegated group it moved moat out of).
 	if c, ok := p.(io.Closer); ok {
-		defer c.Close()
+		defer func() {
+			// A group not given back takes no process: say so.
+			if err := c.Close(); err != nil {
+				fmt.Fprintf(stderr, "moat dispatch: %v\n", err)
+			}
+		}()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -184,7 +184,12 @@ Flags:
 		}
 		return exitSandbox
 	}
-	defer p.Close()
+	defer func() {
+		// A group not given back takes no process: say so.
+		if err := p.Close(); err != nil {
+			fmt.Fprintf(stderr, "moat run: %v\n", err)
+		}
+	}()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
