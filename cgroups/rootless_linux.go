@@ -104,6 +104,11 @@ func (m *Manager) inDelegated(h *Host, parent string) (*v2Tree, string) {
 		// is the delegated group above.
 		group = filepath.Dir(group)
 	}
+	if self != nil && group == self.group {
+		// h was read before another Manager moved this process (a New
+		// made meanwhile, WithHost): the loan, not h, says where it is.
+		moved = true
+	}
 	for _, f := range []string{"", "cgroup.procs", "cgroup.subtree_control"} {
 		if unix.Faccessat(unix.AT_FDCWD, filepath.Join(group, f), unix.W_OK, unix.AT_EACCESS) != nil {
 			return nil, filepath.Join(group, f) + " is not writable by this user"

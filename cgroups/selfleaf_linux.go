@@ -79,10 +79,16 @@ func (l *lent) releaseLocked() error {
 	if l.users--; l.users > 0 {
 		return nil
 	}
+	if err := l.giveBack(); err != nil {
+		// Kept (a sandbox still runs below): the next Manager of this
+		// process takes the loan over, and its Close tries again.
+		l.users = 0
+		return err
+	}
 	if self == l {
 		self = nil
 	}
-	return l.giveBack()
+	return nil
 }
 
 // giveBack undoes the loan in the order the kernel allows: a controller can

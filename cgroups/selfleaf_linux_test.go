@@ -60,8 +60,10 @@ func runMoatIn(t *testing.T, group, name string) {
 // runs below the group (a caller that closes too early) gives nothing back:
 // the kernel would refuse to turn the controllers off, and moving moat back
 // must not happen under a live sandbox. Close says so, the sandbox keeps its
-// leaf and its limits, and moat stays in its own leaf. Vagrant VM's user
-// pass, like TestDelegatedGroupGivenBack.
+// leaf and its limits, and moat stays in its own leaf; once the sandbox is
+// gone, the next Manager of the process takes the loan over and its Close
+// gives the group back. Vagrant VM's user pass, like
+// TestDelegatedGroupGivenBack.
 func TestDelegatedGroupKeptWhileASandboxRuns(t *testing.T) {
 	if os.Getenv(givenBackChildVar) != "" {
 		keptChild(t)
@@ -120,6 +122,18 @@ func keptChild(t *testing.T) {
 	s.cmd.Wait()
 	if err := leaf.Delete(); err != nil {
 		t.Fatal(err)
+	}
+	// The loan is kept, not forgotten: the next Manager takes it over and
+	// its Close gives the group back.
+	m2, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Close(); err != nil {
+		t.Fatalf("Close of the next Manager, the sandbox gone: %v", err)
+	}
+	if in := mustDetect(t).SelfUnified; in != filepath.Dir(self) {
+		t.Fatalf("after the next Manager's Close this process is in %s, want it back in %s", in, filepath.Dir(self))
 	}
 }
 
