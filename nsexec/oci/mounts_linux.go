@@ -41,6 +41,10 @@ func (t *translator) mounts() {
 			t.refuse(field+".destination", m.Destination, "must be an absolute path")
 			continue
 		}
+		if len(m.UIDMappings)+len(m.GIDMappings) > 0 {
+			t.refuse(field+".uidMappings", "", "id-mapped mounts are not supported (features: idmap disabled)")
+			continue
+		}
 		if typ, ok := provided[dst]; ok && (typ == "" || typ == m.Type || (dst == "/sys/fs/cgroup" && m.Type == "cgroup2")) {
 			if dst == "/tmp" {
 				t.tmpSize(field, m.Options)

@@ -352,6 +352,9 @@ func (t *translator) resources(r *specs.LinuxResources) {
 		if m.Reservation != nil || m.Kernel != nil || m.KernelTCP != nil || (m.Swappiness != nil && *m.Swappiness != 0 && *m.Swappiness != ^uint64(0)) {
 			t.refuse("linux.resources.memory", "", "only limit is supported (swap is off in a moat sandbox)")
 		}
+		if m.DisableOOMKiller != nil && *m.DisableOOMKiller {
+			t.refuse("linux.resources.memory.disableOOMKiller", "true", "a sandbox over its memory limit is OOM-killed and reported as such")
+		}
 		if m.Swap != nil && *m.Swap > 0 {
 			t.note("linux.resources.memory.swap: swap is off in a moat sandbox")
 		}
@@ -365,7 +368,7 @@ func (t *translator) resources(r *specs.LinuxResources) {
 			out.CPU = &specs.LinuxCPU{Quota: c.Quota, Period: c.Period, Shares: c.Shares}
 			keep = true
 		}
-		if c.Cpus != "" || c.Mems != "" || c.RealtimeRuntime != nil || c.RealtimePeriod != nil || c.Idle != nil {
+		if c.Cpus != "" || c.Mems != "" || c.RealtimeRuntime != nil || c.RealtimePeriod != nil || c.Idle != nil || c.Burst != nil {
 			t.refuse("linux.resources.cpu", "", "only quota, period and shares are supported")
 		}
 	}

@@ -103,6 +103,18 @@ func TestTranslateRefuses(t *testing.T) {
 		{"process.user.additionalGids[0]", func(s *specs.Spec) { s.Process.User.AdditionalGids = []uint32{10} }},
 		{"process.apparmorProfile", func(s *specs.Spec) { s.Process.ApparmorProfile = "containers-default" }},
 		{"linux.resources", func(s *specs.Spec) { s.Linux.Resources.BlockIO = &specs.LinuxBlockIO{} }},
+		{"linux.resources.memory.disableOOMKiller", func(s *specs.Spec) {
+			yes := true
+			s.Linux.Resources.Memory = &specs.LinuxMemory{DisableOOMKiller: &yes}
+		}},
+		{"linux.resources.cpu", func(s *specs.Spec) {
+			b := uint64(1000)
+			s.Linux.Resources.CPU = &specs.LinuxCPU{Burst: &b}
+		}},
+		{"mounts[9].uidMappings", func(s *specs.Spec) {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "bind", Source: "/x",
+				UIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: 1000, Size: 1}}})
+		}},
 		{"linux.uidMappings", func(s *specs.Spec) {
 			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "user"})
 			s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 0, Size: 65536}}
