@@ -192,8 +192,9 @@ func (r *runtime) delete(args []string) error {
 	if err := d.Remove(); err != nil {
 		return err
 	}
-	if st != nil && st.Status != specs.StateStopped && st.Exit == nil {
-		// The monitor died without recording the end (killed): its cgroup
+	if st != nil && st.Exit == nil {
+		// The monitor died without recording the end (killed; current
+		// reads it as stopped, so the status cannot tell): its cgroup
 		// leaf, if any, is left; moat removes the leaves whose owner is
 		// gone, as every moat process does at start.
 		cleanStale()
