@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	"github.com/moat-sandbox/moat/policies"
 )
 
@@ -357,6 +358,22 @@ func TestSocketDirectoryMustBePrivate(t *testing.T) {
 }
 
 func osChmod(p string, m os.FileMode) error { return os.Chmod(p, m) }
+
+// TestSocketDirectoryMustBeOurs: a 0711 directory of another user (who
+// could list the sockets or swap one) is refused.
+func TestSocketDirectoryMustBeOurs(t *testing.T) {
+	testenv.RequireRoot(t) // to give the directory to another user
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(WithDir(dir)); err == nil || !strings.Contains(err.Error(), "owned by this process's user") {
+		t.Errorf("a socket directory of another user: %v", err)
+	}
+}
 
 // TestStaleSocketDirectoriesAreSwept: a killed proxy's directory (its lock
 // free) goes at the next New; a live proxy's and one being made stay.

@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -139,6 +140,11 @@ func checkDir(dir string) error {
 	}
 	if !fi.IsDir() || fi.Mode().Perm()&0o066 != 0 {
 		return fmt.Errorf("egress: socket directory %s must be a real directory with mode 0700 or 0711 (it is %v)", dir, fi.Mode())
+	}
+	// Its owner could list the sockets or swap one for its own and read a
+	// sandbox's plain HTTP: it must be this process's user.
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("egress: socket directory %s must be owned by this process's user (uid %d)", dir, os.Geteuid())
 	}
 	return nil
 }
