@@ -267,6 +267,15 @@ func sweepRecord(dir int, name string, log *slog.Logger) {
 	if err := unix.Flock(rfd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return // a live lender's
 	}
+	// The lock may be on a record its lender dropped (unlinked, then
+	// closed, heldRecord.drop) after the open above: the name no longer
+	// leads to this file, and may already be a new lender's record of the
+	// same workdir. Neither is this sweep's to act on.
+	var held, now unix.Stat_t
+	if unix.Fstat(rfd, &held) != nil || unix.Fstatat(dir, name, &now, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+		held.Dev != now.Dev || held.Ino != now.Ino {
+		return
+	}
 	if strings.HasPrefix(name, ".") {
 		_ = unix.Unlinkat(dir, name, 0) // its lender died before naming it: nothing was lent
 		return
