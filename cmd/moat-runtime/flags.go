@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/moat-sandbox/moat/nsexec"
@@ -147,7 +148,7 @@ func parseCommand(args []string, withValue, bools []string) (map[string]string, 
 		}
 		name, inl, hasIn := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		switch {
-		case contains(withValue, name):
+		case slices.Contains(withValue, name):
 			if !hasIn {
 				if i+1 >= len(args) {
 					return nil, nil, nil, fmt.Errorf("option --%s needs a value", name)
@@ -156,20 +157,11 @@ func parseCommand(args []string, withValue, bools []string) (map[string]string, 
 				inl = args[i]
 			}
 			vals[name] = inl
-		case contains(bools, name):
+		case slices.Contains(bools, name):
 			flags[name] = !hasIn || inl == "true" || inl == "1"
 		default:
 			return nil, nil, nil, fmt.Errorf("unknown option %s", a)
 		}
 	}
 	return vals, flags, pos, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 )
 
 // runtimeLog is where the runtime's messages go: an error to stderr and,
@@ -34,7 +35,7 @@ func openLog(g global) *runtimeLog {
 	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 		// runc's logrus records: level in lower case, the message as msg.
 		if a.Key == slog.LevelKey {
-			return slog.String("level", lower(a.Value.String()))
+			return slog.String("level", strings.ToLower(a.Value.String()))
 		}
 		return a
 	}}
@@ -44,16 +45,6 @@ func openLog(g global) *runtimeLog {
 		l.logger = slog.New(slog.NewTextHandler(w, opts))
 	}
 	return l
-}
-
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 // error reports a failed command on stderr and in the log.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 )
 
 // The SOCKS5 server part (RFC 1928) is written here rather than taken from
@@ -48,7 +49,7 @@ func (s *Sandbox) socks(c net.Conn, br *bufio.Reader) {
 	if _, err := io.ReadFull(br, methods); err != nil {
 		return
 	}
-	if !contains(methods, socksNoAuth) {
+	if !slices.Contains(methods, socksNoAuth) {
 		c.Write([]byte{socksVersion, socksNoMethod})
 		return
 	}
@@ -131,13 +132,4 @@ func readSocksAddr(br *bufio.Reader, atyp byte) (string, uint16, byte) {
 func socksReply(c net.Conn, code byte) error {
 	_, err := c.Write([]byte{socksVersion, code, 0, socksAtypIPv4, 0, 0, 0, 0, 0, 0})
 	return err
-}
-
-func contains(b []byte, v byte) bool {
-	for _, x := range b {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
