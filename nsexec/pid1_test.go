@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -120,87 +121,134 @@ func probePid1() error {
 // descriptor to any host file while the tool runs.
 func TestInitOffersNothing(t *testing.T) {
 	requireDefaultDisposition(t)
-	asRootAndNobody(t, func(t *testing.T) {
-		cfg := probeConfig(t, "pid1")
-		cfg.Seccomp = denyMkdirat(t)
-		r, err := run(t, cfg)
-		if err != nil {
-			t.Fatal(err)
+	for _, prepared := range []bool{false, true} {
+		name := "cold"
+		if prepared {
+			name = "prepared" // the C tail's, in a static build with cgo
 		}
-		if r.exit.Code != 0 || r.stdout != "ok\n" {
-			t.Fatalf("pid1 probe: %+v\nstdout: %s\nstderr: %s", r.exit, r.stdout, r.stderr)
-		}
+		t.Run(name, func(t *testing.T) {
+			asRootAndNobody(t, func(t *testing.T) { initOffersNothing(t, prepared) })
+		})
+	}
+}
 
-		cfg = shell(t, "read x")
-		cfg.Seccomp = denyMkdirat(t)
-		inR, inW, err := os.Pipe()
+// start starts cfg cold, or in a prepared sandbox with the same config.
+func start(t *testing.T, cfg *Config, stdio Stdio, prepared bool) (*Process, error) {
+	t.Helper()
+	if !prepared {
+		return Start(context.Background(), cfg, stdio)
+	}
+	tmpl := *cfg
+	tmpl.Args, tmpl.Env = nil, nil
+	s, err := Prepare(context.Background(), &tmpl)
+	if err != nil {
+		return nil, err
+	}
+	return s.Exec(context.Background(), cfg.Args, cfg.Env, stdio)
+}
+
+func initOffersNothing(t *testing.T, prepared bool) {
+	cfg := probeConfig(t, "pid1")
+	cfg.Seccomp = denyMkdirat(t)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := start(t, cfg, Stdio{Stdout: outW, Stderr: outW}, prepared)
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(outR)
+	outR.Close()
+	e, err := p.Wait()
+	if err != nil || e.Code != 0 || string(out) != "ok\n" {
+		t.Fatalf("pid1 probe: %+v %v\noutput: %s", e, err, out)
+	}
+
+	cfg = shell(t, "read x")
+	cfg.Seccomp = denyMkdirat(t)
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inW.Close()
+	p, err = start(t, cfg, Stdio{Stdin: inR}, prepared)
+	inR.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { inW.Close(); p.Wait() }()
+	dir := "/proc/" + strconv.Itoa(p.Pid())
+	// The launcher's user owns the sandbox's user namespace and may take
+	// copies of the init's descriptors (pidfd_getfd(2)); /proc/<pid>/fd
+	// of the non-dumpable init is root's alone.
+	pidfd, err := unix.PidfdOpen(p.Pid(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	tail := prepared && tailExpected()
+	sockets, signalfds := 0, 0
+	for fd := 0; fd < 1024; fd++ {
+		got, err := unix.PidfdGetfd(pidfd, fd, 0)
+		if err == unix.EBADF {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("pidfd_getfd of the init's descriptor %d: %v", fd, err)
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(got, &st)
+		link, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(got))
+		unix.Close(got)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer inW.Close()
-		p, err := Start(context.Background(), cfg, Stdio{Stdin: inR})
-		inR.Close()
+		switch {
+		case st.Mode&unix.S_IFMT == unix.S_IFSOCK:
+			sockets++
+		case tail && link == "anon_inode:[signalfd]":
+			signalfds++ // the C tail's signal queue: no file of the host
+		default:
+			t.Errorf("the init holds descriptor %d (%s, mode %#o) once the tool runs; only its sync socket (and the tail's signalfd) may stay", fd, link, st.Mode)
+		}
+	}
+	if sockets != 1 || signalfds != btoi(tail) {
+		t.Errorf("the init holds %d sockets and %d signalfds, want only its sync socket and %d", sockets, signalfds, btoi(tail))
+	}
+	tasks, err := os.ReadDir(dir + "/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tail && len(tasks) != 1 {
+		t.Errorf("the tail runs %d threads, want 1", len(tasks))
+	}
+	for _, task := range tasks {
+		status, err := os.ReadFile(dir + "/task/" + task.Name() + "/status")
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
-		defer func() { inW.Close(); p.Wait() }()
-		dir := "/proc/" + strconv.Itoa(p.Pid())
-		// The launcher's user owns the sandbox's user namespace and may take
-		// copies of the init's descriptors (pidfd_getfd(2)); /proc/<pid>/fd
-		// of the non-dumpable init is root's alone.
-		pidfd, err := unix.PidfdOpen(p.Pid(), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unix.Close(pidfd)
-		held := 0
-		for fd := 0; fd < 1024; fd++ {
-			got, err := unix.PidfdGetfd(pidfd, fd, 0)
-			if err == unix.EBADF {
-				continue
+		for _, line := range strings.Split(string(status), "\n") {
+			k, v, _ := strings.Cut(line, ":")
+			v = strings.TrimSpace(v)
+			if (k == "Seccomp" && v != "2") || (k == "NoNewPrivs" && v != "1") {
+				t.Errorf("init thread %s: %s %s, want every thread under the filter", task.Name(), k, v)
 			}
-			if err != nil {
-				t.Fatalf("pidfd_getfd of the init's descriptor %d: %v", fd, err)
-			}
-			var st unix.Stat_t
-			err = unix.Fstat(got, &st)
-			unix.Close(got)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-				t.Errorf("the init holds descriptor %d of mode %#o once the tool runs; only its sync socket may stay", fd, st.Mode)
-			}
-			held++
-		}
-		if held != 1 {
-			t.Errorf("the init holds %d descriptors, want only its sync socket", held)
-		}
-		tasks, err := os.ReadDir(dir + "/task")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, task := range tasks {
-			status, err := os.ReadFile(dir + "/task/" + task.Name() + "/status")
-			if err != nil {
-				continue
-			}
-			for _, line := range strings.Split(string(status), "\n") {
-				k, v, _ := strings.Cut(line, ":")
-				v = strings.TrimSpace(v)
-				if (k == "Seccomp" && v != "2") || (k == "NoNewPrivs" && v != "1") {
-					t.Errorf("init thread %s: %s %s, want every thread under the filter", task.Name(), k, v)
+			if k == "CapEff" || k == "CapPrm" || k == "CapBnd" || k == "CapAmb" {
+				if tail && v != "0000000000000000" {
+					t.Errorf("the tail holds %s %s, want none", k, v)
 				}
 			}
 		}
-		var st unix.Stat_t
-		if err := unix.Stat(dir+"/mem", &st); err != nil {
-			t.Fatal(err)
-		}
-		if st.Uid != 0 {
-			t.Errorf("/proc/<init>/mem is owned by %d, want root (the init is non-dumpable)", st.Uid)
-		}
-	})
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir+"/mem", &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 0 {
+		t.Errorf("/proc/<init>/mem is owned by %d, want root (the init is non-dumpable)", st.Uid)
+	}
 }
 
 // TestToolStatusAsOutside checks that the sandbox ends as the tool would
