@@ -3,6 +3,7 @@
 package nsexec
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 
 func init() {
 	probes["pid1"] = probePid1
+	probes["sigecho"] = probeSigEcho
 }
 
 // probePid1 is a tool that tries to reach the init through everything /proc,
@@ -121,15 +123,141 @@ func probePid1() error {
 // descriptor to any host file while the tool runs.
 func TestInitOffersNothing(t *testing.T) {
 	requireDefaultDisposition(t)
+	bothInits(t, initOffersNothing)
+}
+
+// bothInits runs body, as root and as nobody, for a cold sandbox and a
+// prepared one, whose init hands over to the C tail in a static build with
+// cgo (tail_linux.go).
+func bothInits(t *testing.T, body func(t *testing.T, prepared bool)) {
 	for _, prepared := range []bool{false, true} {
 		name := "cold"
 		if prepared {
-			name = "prepared" // the C tail's, in a static build with cgo
+			name = "prepared"
 		}
 		t.Run(name, func(t *testing.T) {
-			asRootAndNobody(t, func(t *testing.T) { initOffersNothing(t, prepared) })
+			asRootAndNobody(t, func(t *testing.T) { body(t, prepared) })
 		})
 	}
+}
+
+// TestEverySignalForwarded sends each signal a process can catch to the
+// sandbox's pid 1, one at a time, and waits for the tool to say it got
+// that one: the standard ones and every realtime signal (the last of which
+// a custom handler once lost, rootless, on Debian's 6.1 kernel).
+func TestEverySignalForwarded(t *testing.T) {
+	requireDefaultDisposition(t)
+	bothInits(t, func(t *testing.T, prepared bool) {
+		cfg := probeConfig(t, "sigecho")
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := start(t, cfg, Stdio{Stdout: outW, Stderr: outW}, prepared)
+		outW.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { p.Signal(unix.SIGKILL); p.Wait() }()
+		lines := make(chan string, 128)
+		go func() {
+			sc := bufio.NewScanner(outR)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		next := func() string {
+			select {
+			case l := <-lines:
+				return l
+			case <-time.After(5 * time.Second):
+				return "(nothing in 5 s)"
+			}
+		}
+		if l := next(); l != "ready" {
+			t.Fatalf("sigecho: %q", l)
+		}
+		for _, s := range echoedSignals() {
+			if err := p.Signal(s); err != nil {
+				t.Fatalf("signal %d: %v", s, err)
+			}
+			if l := next(); l != strconv.Itoa(int(s)) {
+				t.Fatalf("sent %d (%v) to pid 1, the tool said %q", s, s, l)
+			}
+		}
+	})
+}
+
+// TestSignal34Forwarded: SIGRTMIN, 34, reaches a tool that traps it. Only
+// the C tail forwards it: the Go runtime reserves 34 (musl's SIGSYNCCALL),
+// so os/signal cannot subscribe to it and the Go init drops it (a limit the
+// README states).
+func TestSignal34Forwarded(t *testing.T) {
+	if !tailExpected() {
+		t.Log("this binary's inits are all Go inits, which cannot forward signal 34; the static pass tests the tail's")
+		return
+	}
+	asRootAndNobody(t, func(t *testing.T) {
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := start(t, shell(t, `trap "echo got 34" 34; echo up; while :; do sleep 0.05; done`), Stdio{Stdout: outW}, true)
+		outW.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { p.Signal(unix.SIGKILL); p.Wait() }()
+		r := bufio.NewReader(outR)
+		if l, err := r.ReadString('\n'); err != nil || l != "up\n" {
+			t.Fatalf("%q %v", l, err)
+		}
+		if err := p.Signal(syscall.Signal(34)); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan string, 1)
+		go func() { l, _ := r.ReadString('\n'); got <- l }()
+		select {
+		case l := <-got:
+			if l != "got 34\n" {
+				t.Fatalf("the tool said %q after signal 34", l)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("signal 34 did not reach the tool")
+		}
+	})
+}
+
+// echoedSignals are the signals TestEverySignalForwarded sends: every one
+// the init forwards but SIGPIPE, SIGTTIN, SIGTTOU and SIGTSTP, which the
+// Go runtime of the probe treats specially, SIGURG, its preemption signal,
+// and SIGPROF and signal 34 (musl's SIGSYNCCALL), which os/signal never
+// delivers (TestSignal34Forwarded sends that one to a shell).
+func echoedSignals() []syscall.Signal {
+	var out []syscall.Signal
+	for s := syscall.Signal(1); s <= 64; s++ {
+		switch s {
+		case unix.SIGKILL, unix.SIGSTOP, unix.SIGCHLD, 32, 33, 34,
+			unix.SIGPIPE, unix.SIGTTIN, unix.SIGTTOU, unix.SIGTSTP, unix.SIGURG, unix.SIGPROF:
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// probeSigEcho says ready, then prints the number of every signal it gets.
+func probeSigEcho() error {
+	c := make(chan os.Signal, 128)
+	for _, s := range echoedSignals() {
+		signal.Notify(c, s)
+	}
+	fmt.Println("ready")
+	for s := range c {
+		fmt.Println(int(s.(syscall.Signal)))
+	}
+	return nil
 }
 
 // start starts cfg cold, or in a prepared sandbox with the same config.
@@ -257,7 +385,7 @@ func initOffersNothing(t *testing.T, prepared bool) {
 // handler at once.
 func TestToolStatusAsOutside(t *testing.T) {
 	requireDefaultDisposition(t)
-	asRootAndNobody(t, func(t *testing.T) {
+	bothInits(t, func(t *testing.T, prepared bool) {
 		for _, c := range []struct {
 			script string
 			code   int
@@ -269,12 +397,16 @@ func TestToolStatusAsOutside(t *testing.T) {
 			{"exit 137", 137, 0},
 			{"exit 0", 0, 0},
 		} {
-			r, err := run(t, shell(t, c.script))
+			p, err := start(t, shell(t, c.script), Stdio{}, prepared)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.exit.Code != c.code || r.exit.Signal != c.sig {
-				t.Errorf("%q: code %d signal %v, want %d %v", c.script, r.exit.Code, r.exit.Signal, c.code, c.sig)
+			e, err := p.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Code != c.code || e.Signal != c.sig {
+				t.Errorf("%q: code %d signal %v, want %d %v", c.script, e.Code, e.Signal, c.code, c.sig)
 			}
 		}
 		for _, sig := range []syscall.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT} {
@@ -282,7 +414,7 @@ func TestToolStatusAsOutside(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := Start(context.Background(), shell(t, "echo up; exec sleep 100"), Stdio{Stdout: inW})
+			p, err := start(t, shell(t, "echo up; exec sleep 100"), Stdio{Stdout: inW}, prepared)
 			inW.Close()
 			if err != nil {
 				t.Fatal(err)
