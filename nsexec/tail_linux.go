@@ -15,9 +15,9 @@ import (
 // The init's tail (issue 19). When the launcher's build links it (cgo:
 // tail_cgo_linux.go) and its binary is static, a prepared sandbox's Go init
 // does the setup and then execs that binary into a small C program that
-// stays pid 1: it waits for the request, loads the filter, starts the tool,
-// forwards signals from a signalfd, reaps and reports, with one thread and
-// no Go runtime. That takes the Go init's share out of every warm dispatch
+// stays pid 1: it loads the policy's filter, waits for the request under
+// it, starts the tool, forwards signals from a signalfd, reaps and reports,
+// with one thread and no Go runtime. That takes the Go init's share out of every warm dispatch
 // (the filter's TSYNC over every runtime thread, a fork from a
 // multi-threaded process, an exit that stops every thread first) and most
 // of a waiting sandbox's memory. A cold sandbox (Start) keeps its Go init:

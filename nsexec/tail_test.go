@@ -5,6 +5,7 @@ package nsexec
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -138,5 +139,31 @@ func TestTailConstants(t *testing.T) {
 		if int(step) != n {
 			t.Errorf("the tail reports step %v as %d, errors.go numbers it %d", step, n, int(step))
 		}
+	}
+}
+
+// TestTailWaitsUnderTheFilter: a prepared sandbox's tail waits for its
+// request under the policy's filter already; one that refuses recvmsg
+// fails the dispatch with the step and the errno named, and nothing runs.
+// The Go init waits before its filter, so there the tool runs.
+func TestTailWaitsUnderTheFilter(t *testing.T) {
+	s, err := Prepare(context.Background(), &Config{Workdir: workdir(t), Seccomp: denySyscall(t, unix.SYS_RECVMSG)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p, err := s.Exec(context.Background(), []string{"/bin/true"}, nil, Stdio{})
+	if !tailExpected() {
+		if err != nil {
+			t.Fatalf("the Go init: %v", err)
+		}
+		if e, err := p.Wait(); err != nil || e.Code != 0 {
+			t.Fatalf("the Go init: %+v %v", e, err)
+		}
+		return
+	}
+	var se *SetupError
+	if !errors.As(err, &se) || se.Step != StepConfig || se.Errno != unix.EPERM || !strings.Contains(se.Detail, "recvmsg") {
+		t.Fatalf("got %v, want the tail's config step naming recvmsg and EPERM", err)
 	}
 }
