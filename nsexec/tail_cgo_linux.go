@@ -221,10 +221,31 @@ static char **moat_request_vec(char *body, size_t n) {
 // length, with the tool's three stdio descriptors on its first byte, then
 // the body. A launcher that closes the socket instead ends the sandbox
 // quietly, as the Go init's await does.
-static char **moat_await(void) {
+static char **moat_await(int free_fd) {
 	unsigned char hdr[4];
 	int fds[3], nfds = 0;
 	size_t got = 0;
+	// The wait runs under the policy's filter: before it says ready, the
+	// tail makes sure the filter lets it receive the request (recvmsg,
+	// read, dup3, close), so that a policy that refuses one fails Prepare
+	// with the reason, not a sandbox that dies waiting.
+	{
+		char c;
+		struct iovec iov = {&c, 1};
+		struct msghdr mh;
+		memset(&mh, 0, sizeof mh);
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		if (recvmsg(moat_sync, &mh, MSG_PEEK | MSG_DONTWAIT) < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			moat_fail(MOAT_STEP_CONFIG, "", errno, "request: recvmsg (the policy's filter must allow it)");
+		if (read(moat_sync, &c, 0) < 0)
+			moat_fail(MOAT_STEP_CONFIG, "", errno, "request: read (the policy's filter must allow it)");
+		int t = dup3(moat_sync, free_fd, O_CLOEXEC);
+		if (t < 0)
+			moat_fail(MOAT_STEP_FDS, "", errno, "request: dup3 (the policy's filter must allow it)");
+		if (close(t) != 0)
+			moat_fail(MOAT_STEP_FDS, "", errno, "request: close (the policy's filter must allow it)");
+	}
 	if (moat_send("R", 1) != 0)
 		_exit(MOAT_EXIT_SETUP);
 	while (got < sizeof hdr) {
@@ -460,7 +481,7 @@ static void moat_tail(const char *params) {
 	moat_load_filter(mfd, flen);
 	if (flen > 0)
 		close(mfd);
-	char **targv = moat_await(), **tenv = targv;
+	char **targv = moat_await((sfd > moat_sync ? sfd : moat_sync) + 1), **tenv = targv;
 	while (*tenv != NULL)
 		tenv++;
 	tenv++;
