@@ -148,16 +148,8 @@ func bothInits(t *testing.T, body func(t *testing.T, prepared bool)) {
 func TestEverySignalForwarded(t *testing.T) {
 	requireDefaultDisposition(t)
 	bothInits(t, func(t *testing.T, prepared bool) {
-		cfg := probeConfig(t, "sigecho")
-		outR, outW, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := start(t, cfg, Stdio{Stdout: outW, Stderr: outW}, prepared)
-		outW.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, outR := startPiped(t, probeConfig(t, "sigecho"), prepared)
+		defer outR.Close()
 		defer func() { p.Signal(unix.SIGKILL); p.Wait() }()
 		lines := make(chan string, 128)
 		go func() {
@@ -275,9 +267,10 @@ func start(t *testing.T, cfg *Config, stdio Stdio, prepared bool) (*Process, err
 	return s.Exec(context.Background(), cfg.Args, cfg.Env, stdio)
 }
 
-func initOffersNothing(t *testing.T, prepared bool) {
-	cfg := probeConfig(t, "pid1")
-	cfg.Seccomp = denyMkdirat(t)
+// startPiped is start with the tool's stdout and stderr on a pipe, whose
+// read end it returns (the caller closes it).
+func startPiped(t *testing.T, cfg *Config, prepared bool) (*Process, *os.File) {
+	t.Helper()
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -285,8 +278,16 @@ func initOffersNothing(t *testing.T, prepared bool) {
 	p, err := start(t, cfg, Stdio{Stdout: outW, Stderr: outW}, prepared)
 	outW.Close()
 	if err != nil {
+		outR.Close()
 		t.Fatal(err)
 	}
+	return p, outR
+}
+
+func initOffersNothing(t *testing.T, prepared bool) {
+	cfg := probeConfig(t, "pid1")
+	cfg.Seccomp = denyMkdirat(t)
+	p, outR := startPiped(t, cfg, prepared)
 	out, _ := io.ReadAll(outR)
 	outR.Close()
 	e, err := p.Wait()

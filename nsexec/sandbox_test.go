@@ -180,15 +180,7 @@ func TestNoDescriptorAboveStdio(t *testing.T) {
 		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
 			t.Fatal(err)
 		}
-		outR, outW, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := start(t, probeConfig(t, "fds"), Stdio{Stdout: outW}, prepared)
-		outW.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, outR := startPiped(t, probeConfig(t, "fds"), prepared)
 		out, _ := io.ReadAll(outR)
 		outR.Close()
 		if e, err := p.Wait(); err != nil || e.Code != 0 || string(out) != "0 1 2\n" {
