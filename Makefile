@@ -17,16 +17,21 @@
 #                  warm pool, SOAK_RUNS `moat run`s, SOAK_KILLS kills of a
 #                  ledger writer, SOAK_RUN_KILLS of `moat run`; as root and
 #                  as nobody, each checked for leaks; needs root
+#   make speed     issue 19's speed and memory targets as ratios measured in
+#                  one run (.ci/speed): warm dispatch with and without the C
+#                  tail, an idle pooled sandbox's Pss, two at a time, and
+#                  cold `moat run` against bwrap (moatbench); SPEED_RUNS each
 
 GO ?= /usr/local/go/bin/go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: build test vm-test vm-image vm-clean vagrant-test vagrant-box vagrant-clean soak
+.PHONY: build test vm-test vm-image vm-clean vagrant-test vagrant-box vagrant-clean soak speed
 
 SOAK_DISPATCHES ?= 10000
 SOAK_RUNS ?= 2000
 SOAK_KILLS ?= 1000
 SOAK_RUN_KILLS ?= 200
+SPEED_RUNS ?= 300
 
 build:
 	$(GO) build -o bin/moat ./cmd/moat
@@ -55,3 +60,6 @@ vagrant-clean:
 soak:
 	MOAT_SOAK_DISPATCHES=$(SOAK_DISPATCHES) MOAT_SOAK_RUNS=$(SOAK_RUNS) \
 	MOAT_SOAK_KILLS=$(SOAK_KILLS) MOAT_SOAK_RUN_KILLS=$(SOAK_RUN_KILLS) .ci/soak
+
+speed:
+	.ci/speed $(SPEED_RUNS)

@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 6 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs
+const ConfigVersion = 7 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail)
 
 // Network modes.
 const (
@@ -114,6 +114,10 @@ type wire struct {
 	// Tasks is how many cgroup v1 "tasks" files the child got as
 	// descriptors 4 and up (WithCgroupTasks).
 	Tasks int `json:"tasks,omitempty"`
+	// Tail says the descriptor after the tasks files is the launcher's own
+	// static binary, with the C tail in it, for the init to hand over to
+	// (tail_linux.go).
+	Tail bool `json:"tail,omitempty"`
 	// Sources are the inodes the parent opened for Rootfs, Workdir and each
 	// of Mounts (hostpath_linux.go); the child mounts nothing else.
 	Sources sourceIDs `json:"sources"`

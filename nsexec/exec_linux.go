@@ -15,6 +15,9 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // of the init), then the fork and exec of the tool, which the init
 // supervises as pid 1 (pid1_linux.go). It returns only on failure.
 func (c *child) exec() error {
+	if c.tail {
+		return c.execTail()
+	}
 	cfg := c.cfg
 	path, err := lookPath(cfg.Args[0], cfg.Env)
 	if err != nil {

@@ -69,11 +69,15 @@ func helperNoUserNS() error {
 }
 
 // denyMkdirat is a filter that fails mkdirat with EPERM and allows the rest.
-func denyMkdirat(t *testing.T) []byte {
+func denyMkdirat(t *testing.T) []byte { return denySyscall(t, unix.SYS_MKDIRAT) }
+
+// denySyscall is a filter that answers EPERM to syscall nr and allows the
+// rest.
+func denySyscall(t *testing.T, nr uint32) []byte {
 	t.Helper()
 	prog := seccomp.Program{
 		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0},
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.SYS_MKDIRAT, Jt: 0, Jf: 1},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: nr, Jt: 0, Jf: 1},
 		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
 		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
 	}

@@ -22,8 +22,11 @@ const initFDEnv = "_MOAT_INIT_FD"
 // 1.25's cgroup-aware GOMAXPROCS keeps the launcher's cgroup cpu.cfs_*
 // files open for the life of the process (runtime/cgroup_linux.go); the
 // init stays for the whole run and must hold no descriptor of a host file,
-// so it reads them once at start and closes them.
-const initGodebug = "GODEBUG=containermaxprocs=0,updatemaxprocs=0"
+// so it reads them once at start and closes them. Asynchronous preemption
+// is off: its SIGURG, sent to the exec thread while that thread blocks
+// every signal for the handover to the tail, would wait in the queue and
+// reach the tool as if someone had sent it (tail_linux.go).
+const initGodebug = "GODEBUG=containermaxprocs=0,updatemaxprocs=0,asyncpreemptoff=1"
 
 // exitSetup is the child's exit status when the setup failed (as runc and
 // crun use 125 for "the runtime failed").
@@ -77,6 +80,10 @@ type child struct {
 	subscribed chan struct{}
 	// egress is the forwarder's listening socket, or -1 (egress_linux.go).
 	egress int
+	// tail: hand over to the C tail once the setup is done (tail_linux.go);
+	// self is the descriptor of the binary that has it.
+	tail bool
+	self int
 }
 
 // mark records the end of a stage when tracing.
@@ -103,7 +110,11 @@ func (c *child) run() error {
 		return stepErr(StepConfig, "", err.Error(), err)
 	}
 	c.cfg, c.drop, c.trace, c.deferred, c.srcs = w.Config, w.DropGroups, w.Trace, w.Deferred, w.Sources
-	c.subscribe()
+	if c.tail = w.Tail; c.tail {
+		c.self = firstTasksFD + w.Tasks
+	} else {
+		c.subscribe()
+	}
 	if err := joinTasks(w.Tasks); err != nil {
 		return err
 	}
@@ -130,7 +141,7 @@ func (c *child) run() error {
 		return err
 	}
 	c.mark(markHygiene)
-	if c.deferred {
+	if c.deferred && !c.tail {
 		if err := c.await(); err != nil {
 			return err
 		}
@@ -164,6 +175,11 @@ const firstTasksFD = 4
 // which replace the /dev/null the init was started with. A parent that
 // closes the socket instead (a drained pool) ends the sandbox.
 func (c *child) await() error {
+	// Ready means a signal sent from now on reaches the tool once it runs:
+	// the subscription must be complete (a signal it has not reached yet
+	// is the Go runtime's, which drops SIGUSR1 and dies of SIGTERM;
+	// TestSignalQueuedBeforeTheTool lost one in three before).
+	<-c.subscribed
 	if err := writeAll(c.sync, []byte{msgReady}); err != nil {
 		os.Exit(exitSetup)
 	}

@@ -25,6 +25,7 @@ type options struct {
 	ids       *idRange
 	trace     func(Trace)
 	netns     *os.File // WithNetNS
+	noTail    bool     // WithoutTail
 }
 
 func newOptions(opts []Option) options {
@@ -41,6 +42,11 @@ func newOptions(opts []Option) options {
 // WithInitPath starts the binary at path instead of /proc/self/exe. Its main
 // must call Init first.
 func WithInitPath(path string) Option { return func(o *options) { o.initPath = path } }
+
+// WithoutTail keeps the Go init as pid 1 to the end instead of handing over
+// to the C tail (tail_linux.go), as a build without cgo or a dynamically
+// linked launcher does anyway: for comparisons and for debugging.
+func WithoutTail() Option { return func(o *options) { o.noTail = true } }
 
 // WithHandshakeTimeout bounds each wait for the child (default
 // DefaultHandshakeTimeout). A child that does not say hello in time is killed

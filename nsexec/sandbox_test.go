@@ -3,6 +3,7 @@
 package nsexec
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -169,7 +170,7 @@ func TestProcOneExeNotWritable(t *testing.T) {
 }
 
 func TestNoDescriptorAboveStdio(t *testing.T) {
-	asRootAndNobody(t, func(t *testing.T) {
+	bothInits(t, func(t *testing.T, prepared bool) {
 		// A descriptor the parent holds open (not CLOEXEC) must not leak.
 		f, err := os.Open("/")
 		if err != nil {
@@ -179,8 +180,11 @@ func TestNoDescriptorAboveStdio(t *testing.T) {
 		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
 			t.Fatal(err)
 		}
-		if r := mustRun(t, probeConfig(t, "fds")); r.stdout != "0 1 2\n" {
-			t.Fatalf("descriptors open in the tool: %q, want 0 1 2", r.stdout)
+		p, outR := startPiped(t, probeConfig(t, "fds"), prepared)
+		out, _ := io.ReadAll(outR)
+		outR.Close()
+		if e, err := p.Wait(); err != nil || e.Code != 0 || string(out) != "0 1 2\n" {
+			t.Fatalf("descriptors open in the tool: %q (%+v %v), want 0 1 2", out, e, err)
 		}
 	})
 }

@@ -64,7 +64,14 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 		return nil, nil, err
 	}
 	trace := o.trace != nil && !deferred
-	frame, err := encodeFrame(&wire{Config: c, DropGroups: root, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Sources: paths.ids})
+	var tail *os.File
+	if !o.noTail {
+		tail = tailBinary(c, deferred)
+	}
+	if tail != nil {
+		defer tail.Close()
+	}
+	frame, err := encodeFrame(&wire{Config: c, DropGroups: root, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Tail: tail != nil, Sources: paths.ids})
 	if err != nil {
 		paths.giveBack(o.logger)
 		return nil, nil, err
@@ -87,8 +94,11 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	}
 	attr := &os.ProcAttr{
 		Env:   []string{initFDEnv + "=3", initGodebug},
-		Files: append(append(files, childEnd), o.tasks...), // sync at 3, tasks from 4
+		Files: append(append(files, childEnd), o.tasks...), // sync at 3, tasks from 4, then the tail's binary
 		Sys:   sysProcAttr(c, id, root, o),
+	}
+	if tail != nil {
+		attr.Files = append(attr.Files, tail)
 	}
 	// A lent workdir is given back once the child is reaped, whichever way it
 	// ends (Process.own), before Wait returns.
@@ -377,7 +387,11 @@ func (p *Process) wireErr(ctx context.Context, err, timeout error) error {
 
 func readReport(sync *os.File) error {
 	b, err := io.ReadAll(io.LimitReader(sync, 64<<10))
-	if err != nil {
+	// A child that fails before it read all we sent (a filter that refuses
+	// the tail its recvmsg) closes with data unread: the kernel then ends
+	// our read of what it wrote with ECONNRESET instead of EOF
+	// (net/unix/af_unix.c unix_release_sock). The report is whole.
+	if err != nil && !(errors.Is(err, syscall.ECONNRESET) && len(b) > 0) {
 		return fmt.Errorf("nsexec: read the sandbox child's report: %w", err)
 	}
 	return decodeReport(b)

@@ -5,7 +5,6 @@ package nsexec
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -106,12 +105,35 @@ func FuzzWireFrame(f *testing.F) {
 	})
 }
 
-// FuzzWireRequest fuzzes a deferred child's request body the same way.
+// FuzzWireRequest fuzzes a deferred child's request body: what the Go
+// decoder accepts names a tool and encodes back to the same bytes, and in a
+// build with the C tail its parser accepts and refuses exactly the same
+// bodies, with the same counts.
 func FuzzWireRequest(f *testing.F) {
-	f.Add([]byte(`{"args":["python3","-c","pass"],"env":["PATH=/usr/bin"]}`))
-	f.Add([]byte(`{"args":[],"env":null}`))
+	for _, r := range []*request{
+		{Args: []string{"python3", "-c", "pass"}, Env: []string{"PATH=/usr/bin"}},
+		{Args: []string{"/bin/true"}},
+		{Args: []string{"sh", ""}, Env: []string{""}},
+	} {
+		frame, err := encodeRequest(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(frame[4:])
+	}
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 'x'})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := decodeRequest(body)
+		if haveTail {
+			argc, total, why := tailParse(body)
+			if (why == "") != (err == nil) {
+				t.Fatalf("the C tail says %q, the Go decoder %v", why, err)
+			}
+			if err == nil && (argc != len(r.Args) || total != len(r.Args)+len(r.Env)) {
+				t.Fatalf("the C tail counts %d args of %d strings, the Go decoder %d of %d", argc, total, len(r.Args), len(r.Args)+len(r.Env))
+			}
+		}
 		if err != nil {
 			wireRefusal(t, err)
 			return
@@ -119,16 +141,12 @@ func FuzzWireRequest(f *testing.F) {
 		if len(r.Args) == 0 || r.Args[0] == "" {
 			t.Fatalf("accepted a request that names no tool: %+v", r)
 		}
-		b, err := json.Marshal(r)
+		frame, err := encodeRequest(r)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("an accepted request does not encode: %v", err)
 		}
-		back, err := decodeRequest(b)
-		if err != nil {
-			t.Fatalf("an accepted request, encoded again, is refused: %v", err)
-		}
-		if b2, _ := json.Marshal(back); !bytes.Equal(b, b2) {
-			t.Fatalf("round trip differs:\n%s\n%s", b, b2)
+		if !bytes.Equal(frame[4:], body) {
+			t.Fatalf("round trip differs:\n%q\n%q", body, frame[4:])
 		}
 	})
 }

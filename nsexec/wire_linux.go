@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,8 +28,9 @@ import (
 // A deferred child (Prepare) says msgReady instead of starting the tool and
 // waits:
 //
-//	parent -> child: 4-byte big-endian length, the request JSON, with the
-//	                 three stdio descriptors as SCM_RIGHTS on its first byte
+//	parent -> child: 4-byte big-endian length, the request (encodeRequest),
+//	                 with the three stdio descriptors as SCM_RIGHTS on its
+//	                 first byte
 //	child -> parent: msgStarted or msgError and a report, as above
 const (
 	msgHello byte = 'H'
@@ -78,16 +80,37 @@ func readFrame(fd int) (*wire, error) {
 	return decodeFrame(body)
 }
 
-// encodeRequest frames a deferred child's request.
+// encodeRequest frames a deferred child's request. The body is binary, not
+// JSON, so that the init's C tail (tail_linux.go) parses it with a few
+// bounds checks: the 4-byte big-endian counts of args and env, then each
+// string with a NUL after it, and nothing else. A string with a NUL in it
+// could not reach execve(2) whole, so it is refused here.
 func encodeRequest(r *request) ([]byte, error) {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("encode sandbox request: %w", err)
+	if len(r.Args) == 0 || r.Args[0] == "" {
+		return nil, errors.New("encode sandbox request: args must name the tool")
 	}
-	if len(body) > maxFrame {
-		return nil, fmt.Errorf("encode sandbox request: %d bytes exceed the %d-byte limit", len(body), maxFrame)
+	n := 8
+	for name, list := range map[string][]string{"args": r.Args, "env": r.Env} {
+		for i, s := range list {
+			if strings.IndexByte(s, 0) >= 0 {
+				return nil, fmt.Errorf("encode sandbox request: %s[%d] contains a NUL byte, which execve cannot pass", name, i)
+			}
+			n += len(s) + 1
+		}
 	}
-	return append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body))), body...), nil
+	if n > maxFrame {
+		return nil, fmt.Errorf("encode sandbox request: %d bytes exceed the %d-byte limit", n, maxFrame)
+	}
+	b := make([]byte, 0, 4+n)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Args)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Env)))
+	for _, list := range [][]string{r.Args, r.Env} {
+		for _, s := range list {
+			b = append(append(b, s...), 0)
+		}
+	}
+	return b, nil
 }
 
 // readRequest reads a deferred child's request and the three descriptors

@@ -1,6 +1,8 @@
 package nsexec
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,14 +99,39 @@ func HostnameProblem(h string) string {
 
 // decodeRequest decodes and checks a deferred child's request body.
 func decodeRequest(body []byte) (*request, error) {
-	var r request
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, &WireError{Field: jsonField(err, "(request frame)"), Reason: "does not decode: " + err.Error(), Errno: unix.EINVAL}
+	bad := func(reason string) error {
+		return &WireError{Field: "(request frame)", Reason: reason, Errno: unix.EINVAL}
 	}
-	if len(r.Args) == 0 || r.Args[0] == "" {
+	if len(body) < 8 {
+		return nil, bad("is shorter than its two counts")
+	}
+	argc, envc := uint64(binary.BigEndian.Uint32(body)), uint64(binary.BigEndian.Uint32(body[4:]))
+	if argc == 0 {
 		return nil, &WireError{Field: "args", Reason: "names no tool", Errno: unix.EINVAL}
 	}
-	return &r, nil
+	// Every string takes at least its NUL, so counts beyond the bytes left
+	// are refused before anything is allocated for them.
+	if argc+envc > uint64(len(body)-8) {
+		return nil, bad("counts more strings than it has bytes")
+	}
+	rest := body[8:]
+	strs := make([]string, 0, argc+envc)
+	for range argc + envc {
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 {
+			return nil, bad("ends inside a string")
+		}
+		strs = append(strs, string(rest[:i]))
+		rest = rest[i+1:]
+	}
+	if len(rest) != 0 {
+		return nil, bad("has bytes after its last string")
+	}
+	r := &request{Args: strs[:argc:argc], Env: strs[argc:]}
+	if r.Args[0] == "" {
+		return nil, &WireError{Field: "args", Reason: "names no tool", Errno: unix.EINVAL}
+	}
+	return r, nil
 }
 
 // jsonField is the path encoding/json names in a type error, else whole.

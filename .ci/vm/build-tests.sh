@@ -46,7 +46,12 @@ while read -r pkg; do
     *) echo "build-tests: the test package $rel ($name) has no line in .ci/vm/plan: say whether it runs in the VM and why" >&2; exit 1 ;;
   esac
   [[ $name =~ ${MOAT_VM_PKGS:-.} ]] || continue
-  go test -buildvcs=false -c -o "$out/bin/$name.test" "$pkg"
+  # nsexec's binary is static, as the release binaries are, so that the VM
+  # tests the C tail of prepared sandboxes (nsexec/tail_linux.go) on the
+  # stock kernel; the host suite tests both builds.
+  static=()
+  [ "$name" = nsexec ] && static=(-tags osusergo,netgo -ldflags '-linkmode external -extldflags -static')
+  go test -buildvcs=false "${static[@]}" -c -o "$out/bin/$name.test" "$pkg"
   echo "$name $rel ${skip[$name]}" >>"$out/pkgs.txt"
 done < <(go list -buildvcs=false -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./...)
 echo "build-tests: host suite only (.ci/vm/plan): ${hostonly[*]:-none}"

@@ -26,6 +26,7 @@ func BenchmarkPoolIdleMemory(b *testing.B) {
 		opts []native.Option
 	}{
 		{"init", []native.Option{native.WithInitPath(moatInit(b))}},
+		{"init-notail", []native.Option{native.WithInitPath(moatInit(b)), native.WithNsexecOptions(nsexec.WithoutTail())}},
 		{"self", nil},
 	} {
 		b.Run(v.name, func(b *testing.B) {

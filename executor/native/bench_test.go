@@ -15,6 +15,7 @@ import (
 	"github.com/moat-sandbox/moat/executor/native"
 	"github.com/moat-sandbox/moat/executor/subprocess"
 	"github.com/moat-sandbox/moat/ledger"
+	"github.com/moat-sandbox/moat/nsexec"
 )
 
 // The dispatch benchmarks (issue 9) run the same trivial tool, /bin/true,
@@ -51,6 +52,12 @@ func BenchmarkDispatch(b *testing.B) {
 	b.Run("native-cold-init", func(b *testing.B) {
 		dispatchLoop(b, benchProvider(b, native.WithInitPath(moatInit(b))), nil)
 	})
+	// The Go init as pid 1 to the end, for the side-by-side: the C tail
+	// is used only when this test binary is static (.ci/speed builds
+	// it so); in a dynamic one the two variants measure the same.
+	b.Run("native-cold-init-notail", func(b *testing.B) {
+		dispatchLoop(b, benchProvider(b, native.WithInitPath(moatInit(b)), native.WithNsexecOptions(nsexec.WithoutTail())), nil)
+	})
 	b.Run("native-warm", func(b *testing.B) {
 		p := benchProvider(b, native.WithPool(2))
 		dispatchLoop(b, p, func() { waitPool(b, p, 2) })
@@ -58,6 +65,11 @@ func BenchmarkDispatch(b *testing.B) {
 	})
 	b.Run("native-warm-init", func(b *testing.B) {
 		p := benchProvider(b, native.WithPool(2), native.WithInitPath(moatInit(b)))
+		dispatchLoop(b, p, func() { waitPool(b, p, 2) })
+		reportPool(b, p)
+	})
+	b.Run("native-warm-init-notail", func(b *testing.B) {
+		p := benchProvider(b, native.WithPool(2), native.WithInitPath(moatInit(b)), native.WithNsexecOptions(nsexec.WithoutTail()))
 		dispatchLoop(b, p, func() { waitPool(b, p, 2) })
 		reportPool(b, p)
 	})
@@ -80,10 +92,25 @@ func BenchmarkDispatch(b *testing.B) {
 		}
 		reportPool(b, p)
 	})
+	b.Run("native-warm-parallel-notail", func(b *testing.B) {
+		p := benchProvider(b, native.WithPool(4), native.WithInitPath(moatInit(b)), native.WithNsexecOptions(nsexec.WithoutTail()))
+		waitPool(b, p, 4)
+		ns := parallelLoop(b, p)
+		if parFloor > 0 {
+			b.ReportMetric(ns/parFloor, "x-subprocess-parallel")
+		}
+		reportPool(b, p)
+	})
 	// Back to back, without waiting for the refill: the sustained rate, where
 	// the pool only helps as far as the refill keeps up.
 	b.Run("native-warm-sustained", func(b *testing.B) {
 		p := benchProvider(b, native.WithPool(2), native.WithInitPath(moatInit(b)))
+		waitPool(b, p, 2)
+		dispatchLoop(b, p, nil)
+		reportPool(b, p)
+	})
+	b.Run("native-warm-sustained-notail", func(b *testing.B) {
+		p := benchProvider(b, native.WithPool(2), native.WithInitPath(moatInit(b)), native.WithNsexecOptions(nsexec.WithoutTail()))
 		waitPool(b, p, 2)
 		dispatchLoop(b, p, nil)
 		reportPool(b, p)

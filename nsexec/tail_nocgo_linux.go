@@ -1,0 +1,16 @@
+//go:build linux && !cgo
+
+package nsexec
+
+import "golang.org/x/sys/unix"
+
+// haveTail: without cgo there is no C tail; the Go init stays pid 1 to the
+// end (pid1_linux.go).
+const haveTail = false
+
+func tailOrigNofile() (unix.Rlimit, bool) { return unix.Rlimit{}, false }
+
+// tailParse and tailSteps exist for the tests, which skip without a tail.
+func tailParse([]byte) (argc, total int, why string) { return 0, 0, "no tail" }
+
+func tailSteps() map[Step]int { return nil }

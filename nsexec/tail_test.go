@@ -1,0 +1,170 @@
+//go:build linux
+
+package nsexec
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The suite runs twice in .ci/test: as this (dynamic) test binary, whose Go
+// init stays pid 1, and built static with cgo, whose init hands over to
+// the C tail. tailExpected says which one this is; TestInitIsTheTail
+// checks that the sandbox agrees, so neither pass tests the other's path
+// by mistake.
+func tailExpected() bool {
+	if !haveTail {
+		return false
+	}
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return staticELF(int(f.Fd()))
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestInitIsTheTail(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		// A cold sandbox keeps its Go init.
+		r := mustRun(t, shell(t, "cat /proc/1/comm"))
+		if got := strings.TrimSpace(r.stdout); got == "moat-sandbox-in" {
+			t.Fatalf("pid 1 of a cold sandbox is %q, want the Go init", got)
+		}
+		// A prepared sandbox waits in the tail, already handed over.
+		s, err := Prepare(context.Background(), &Config{Workdir: workdir(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		comm, err := os.ReadFile("/proc/" + strconv.Itoa(s.Pid()) + "/comm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tail := strings.TrimSpace(string(comm)) == "moat-sandbox-in"; tail != tailExpected() {
+			t.Fatalf("the waiting init is %q, tail expected: %v", comm, tailExpected())
+		}
+	})
+}
+
+// TestSignalQueuedBeforeTheTool: a signal sent to a prepared sandbox before
+// its request waits and reaches the tool once it runs, in both inits.
+func TestSignalQueuedBeforeTheTool(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		s, err := Prepare(context.Background(), &Config{Workdir: workdir(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := unix.Kill(s.Pid(), unix.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		// The Go init forwards what its subscription queued; give the
+		// signal time to be queued before the request.
+		time.Sleep(50 * time.Millisecond)
+		p, err := s.Exec(context.Background(), []string{"/bin/sleep", "5"}, nil, Stdio{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := p.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Signal != syscall.SIGUSR1 {
+			t.Fatalf("the tool ended %+v, want killed by the queued SIGUSR1", e)
+		}
+	})
+}
+
+// TestTailRequestParser: the C tail's request parser and the Go decoder
+// accept and refuse the same bodies, hostile ones included, and agree on
+// the counts (FuzzWireRequest compares them on random input too).
+func TestTailRequestParser(t *testing.T) {
+	if !haveTail {
+		t.Skip("no C tail in a build without cgo")
+	}
+	body := func(argc, envc uint32, strs ...string) []byte {
+		b := binary.BigEndian.AppendUint32(nil, argc)
+		b = binary.BigEndian.AppendUint32(b, envc)
+		for _, s := range strs {
+			b = append(append(b, s...), 0)
+		}
+		return b
+	}
+	cases := map[string][]byte{
+		"ok":                body(2, 1, "sh", "-c", "PATH=/bin"),
+		"empty arg":         body(2, 0, "sh", ""),
+		"short":             {0, 0, 0, 1},
+		"no args":           body(0, 1, "PATH=/bin"),
+		"empty tool":        body(1, 0, ""),
+		"counts too big":    body(0xffffffff, 0xffffffff, "sh"),
+		"unterminated":      append(body(1, 0), 's', 'h'),
+		"trailing bytes":    append(body(1, 0, "sh"), 'x'),
+		"fewer than counts": body(3, 0, "sh", "-c"),
+		"env count lies":    body(1, 2, "sh", "A=b"),
+	}
+	for name, b := range cases {
+		argc, total, why := tailParse(b)
+		r, err := decodeRequest(b)
+		if (why == "") != (err == nil) {
+			t.Errorf("%s: the tail says %q, the Go decoder %v", name, why, err)
+			continue
+		}
+		if err == nil && (argc != len(r.Args) || total != len(r.Args)+len(r.Env)) {
+			t.Errorf("%s: the tail counts %d args of %d strings, the Go decoder %d and %d", name, argc, total, len(r.Args), len(r.Args)+len(r.Env))
+		}
+	}
+}
+
+// TestTailConstants: the tail reports steps by the numbers errors.go gives
+// them.
+func TestTailConstants(t *testing.T) {
+	for step, n := range tailSteps() {
+		if int(step) != n {
+			t.Errorf("the tail reports step %v as %d, errors.go numbers it %d", step, n, int(step))
+		}
+	}
+}
+
+// TestTailWaitsUnderTheFilter: a prepared sandbox's tail waits for its
+// request under the policy's filter already, so it checks first that the
+// filter lets it receive one: a filter that refuses recvmsg fails Prepare
+// with the step and the errno named, instead of a sandbox that dies idle.
+// The Go init waits before its filter, so there the tool runs.
+func TestTailWaitsUnderTheFilter(t *testing.T) {
+	s, err := Prepare(context.Background(), &Config{Workdir: workdir(t), Seccomp: denySyscall(t, unix.SYS_RECVMSG)})
+	if !tailExpected() {
+		if err != nil {
+			t.Fatalf("the Go init: %v", err)
+		}
+		defer s.Close()
+		p, err := s.Exec(context.Background(), []string{"/bin/true"}, nil, Stdio{})
+		if err != nil {
+			t.Fatalf("the Go init: %v", err)
+		}
+		if e, err := p.Wait(); err != nil || e.Code != 0 {
+			t.Fatalf("the Go init: %+v %v", e, err)
+		}
+		return
+	}
+	var se *SetupError
+	if !errors.As(err, &se) || se.Step != StepConfig || se.Errno != unix.EPERM || !strings.Contains(se.Detail, "recvmsg") {
+		t.Fatalf("got %v, want Prepare to fail at the tail's config step naming recvmsg and EPERM", err)
+	}
+}
