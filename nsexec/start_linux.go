@@ -66,7 +66,7 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	trace := o.trace != nil && !deferred
 	var tail *os.File
 	if !o.noTail {
-		tail = tailBinary(c, deferred)
+		tail = tailBinary(c, deferred, id)
 	}
 	if tail != nil {
 		defer tail.Close()

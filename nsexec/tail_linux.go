@@ -51,7 +51,7 @@ import (
 // goroutine of the Go init). The init itself may be another binary
 // (WithInitPath: cmd/moat-init, built without cgo so that its own start
 // pays no libc initialisation); the tail is this one.
-func tailBinary(c *Config, deferred bool) *os.File {
+func tailBinary(c *Config, deferred bool, id Identity) *os.File {
 	if !haveTail || !deferred || c.Egress != nil {
 		return nil
 	}
@@ -60,11 +60,27 @@ func tailBinary(c *Config, deferred bool) *os.File {
 		return nil
 	}
 	staticOnce.Do(func() { static = staticELF(int(f.Fd())) })
-	if !static {
+	var st unix.Stat_t
+	if !static || unix.Fstat(int(f.Fd()), &st) != nil || !executableBy(&st, id) {
 		f.Close()
 		return nil
 	}
 	return f
+}
+
+// executableBy reports whether the sandbox's host identity may exec the
+// file st describes: the tail's exec runs after the identity switch, and a
+// root launcher's binary of mode 0700 is not the sandbox's to run (the Go
+// init, exec'd before the switch, then stays pid 1).
+func executableBy(st *unix.Stat_t, id Identity) bool {
+	switch {
+	case st.Uid == id.UID:
+		return st.Mode&0o100 != 0
+	case st.Gid == id.GID:
+		return st.Mode&0o010 != 0
+	default:
+		return st.Mode&0o001 != 0
+	}
 }
 
 var (

@@ -6,13 +6,18 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -166,5 +171,88 @@ func TestTailWaitsUnderTheFilter(t *testing.T) {
 	var se *SetupError
 	if !errors.As(err, &se) || se.Step != StepConfig || se.Errno != unix.EPERM || !strings.Contains(se.Detail, "recvmsg") {
 		t.Fatalf("got %v, want Prepare to fail at the tail's config step naming recvmsg and EPERM", err)
+	}
+}
+
+func init() { helpers["prepared-comm"] = helperPreparedComm }
+
+// helperPreparedComm prints pid 1's name in a prepared sandbox.
+func helperPreparedComm() error {
+	s, err := Prepare(context.Background(), &Config{})
+	if err != nil {
+		return err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	p, err := s.Exec(context.Background(), []string{"/bin/cat", "/proc/1/comm"}, nil, Stdio{Stdout: outW})
+	outW.Close()
+	if err != nil {
+		return err
+	}
+	out, _ := io.ReadAll(outR)
+	if e, err := p.Wait(); err != nil || e.Code != 0 {
+		return fmt.Errorf("cat /proc/1/comm: %+v %v", e, err)
+	}
+	fmt.Print(string(out))
+	return nil
+}
+
+// TestRootLauncherOfMode0700 runs a prepared sandbox from a copy of this
+// binary that only root may execute: the sandbox's host id cannot exec it
+// for the tail, so the Go init stays pid 1 and the dispatch works; the
+// same copy at 0755 hands over to the tail.
+func TestRootLauncherOfMode0700(t *testing.T) {
+	testenv.RequireRoot(t)
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mode os.FileMode
+		tail bool
+	}{{0o700, false}, {0o755, tailExpected()}} {
+		bin := filepath.Join(dir, fmt.Sprintf("launcher-%o", c.mode))
+		if err := os.WriteFile(bin, self, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), helperVar+"=prepared-comm")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mode %o: %v\n%s", c.mode, err, out)
+		}
+		if tail := strings.TrimSpace(string(out)) == "moat-sandbox-in"; tail != c.tail {
+			t.Errorf("mode %o: pid 1 is %q, tail expected: %v", c.mode, out, c.tail)
+		}
+	}
+}
+
+// TestTailNeedsAnExecutableLauncher: the tail's exec runs as the sandbox's
+// host identity, so a launcher binary that identity may not execute keeps
+// the Go init instead of a Prepare that fails.
+func TestTailNeedsAnExecutableLauncher(t *testing.T) {
+	id := Identity{UID: 2000000001, GID: 2000000001}
+	for _, c := range []struct {
+		uid, gid uint32
+		mode     uint32
+		want     bool
+	}{
+		{0, 0, 0o755, true},
+		{0, 0, 0o750, false},
+		{0, 0, 0o700, false},
+		{0, 2000000001, 0o750, true},
+		{2000000001, 0, 0o700, true},
+		{2000000001, 0, 0o077, false}, // the owner's bits decide, as in the kernel
+	} {
+		st := unix.Stat_t{Uid: c.uid, Gid: c.gid, Mode: unix.S_IFREG | c.mode}
+		if got := executableBy(&st, id); got != c.want {
+			t.Errorf("owner %d:%d mode %#o: executable %v, want %v", c.uid, c.gid, c.mode, got, c.want)
+		}
 	}
 }
