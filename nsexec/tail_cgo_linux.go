@@ -227,8 +227,9 @@ static char **moat_await(int free_fd) {
 	size_t got = 0;
 	// The wait runs under the policy's filter: before it says ready, the
 	// tail makes sure the filter lets it receive the request (recvmsg,
-	// read, dup3, close), so that a policy that refuses one fails Prepare
-	// with the reason, not a sandbox that dies waiting.
+	// read, dup3, close) and supervise the tool (poll, wait4, kill), so
+	// that a policy that refuses one fails Prepare with the reason, not a
+	// sandbox that dies waiting or with its tool.
 	{
 		char c;
 		struct iovec iov = {&c, 1};
@@ -245,6 +246,14 @@ static char **moat_await(int free_fd) {
 			moat_fail(MOAT_STEP_FDS, "", errno, "request: dup3 (the policy's filter must allow it)");
 		if (close(t) != 0)
 			moat_fail(MOAT_STEP_FDS, "", errno, "request: close (the policy's filter must allow it)");
+		// And what supervising the tool takes, so that a refusal is not a
+		// tail that dies with the tool already running.
+		if (poll(NULL, 0, 0) < 0)
+			moat_fail(MOAT_STEP_EXEC, "", errno, "supervise: poll (the policy's filter must allow it)");
+		if (waitpid(-1, NULL, WNOHANG) < 0 && errno != ECHILD)
+			moat_fail(MOAT_STEP_EXEC, "", errno, "supervise: wait4 (the policy's filter must allow it)");
+		if (kill(getpid(), 0) < 0)
+			moat_fail(MOAT_STEP_EXEC, "", errno, "supervise: kill (the policy's filter must allow it)");
 	}
 	if (moat_send("R", 1) != 0)
 		_exit(MOAT_EXIT_SETUP);
@@ -467,9 +476,7 @@ static void moat_tail(const char *params) {
 	// What does not depend on the request is done before it, off the
 	// dispatch's critical path: the signal queue, and the policy's filter
 	// (its JIT alone is about a tenth of a millisecond), under which the
-	// tail then waits: it needs only recvmsg, read, dup3 and close for the
-	// request, which every built-in policy allows; a custom filter that
-	// refuses them fails the dispatch with the step and errno named.
+	// tail then waits; moat_await checks first that the filter lets it.
 	struct sigaction dfl;
 	memset(&dfl, 0, sizeof dfl);
 	dfl.sa_handler = SIG_DFL;
