@@ -70,6 +70,8 @@ func (w *wire) check() error {
 		return bad("config.tmpSize", unix.EINVAL, "is negative")
 	case w.Tasks < 0 || w.Tasks > maxTasks:
 		return bad("tasks", unix.EPROTO, "%d is not 0 to %d", w.Tasks, maxTasks)
+	case w.Tail && (!w.Deferred || c.Egress != nil):
+		return bad("tail", unix.EPROTO, "is for a prepared sandbox without an egress forwarder only")
 	case (c.Rootfs != "") != (w.Sources.Rootfs != nil):
 		return bad("sources.rootfs", unix.EPROTO, "does not match config.rootfs")
 	case (c.Workdir != "") != (w.Sources.Workdir != nil):
