@@ -9,10 +9,10 @@ package nsexec
 // setup is done, in C, so that the process that waits for a pooled
 // sandbox's request, starts the tool and supervises it carries no Go
 // runtime: no threads, no signal subscription round trips, a few pages of
-// memory and a one-thread exit (issue 19). tail.go says what the Go side
-// hands over and why; this file only ever runs in a re-exec of the init
-// with the argv that names it, from a constructor, before the Go runtime
-// starts, and never returns there.
+// memory and a one-thread exit (issue 19). tail_linux.go says what the Go
+// side hands over and why; this code only ever runs in an exec of the
+// launcher's binary whose one environment variable names it, from a
+// constructor, before the Go runtime starts, and never returns there.
 //
 // Its inputs are its one environment variable (descriptor numbers and the
 // filter's length), the descriptors the Go side left open (the sync socket,
