@@ -52,12 +52,6 @@ func BenchmarkDispatch(b *testing.B) {
 	b.Run("native-cold-init", func(b *testing.B) {
 		dispatchLoop(b, benchProvider(b, native.WithInitPath(moatInit(b))), nil)
 	})
-	// The Go init as pid 1 to the end, for the side-by-side: the C tail
-	// is used only when this test binary is static (.ci/speed builds
-	// it so); in a dynamic one the two variants measure the same.
-	b.Run("native-cold-init-notail", func(b *testing.B) {
-		dispatchLoop(b, benchProvider(b, native.WithInitPath(moatInit(b)), native.WithNsexecOptions(nsexec.WithoutTail())), nil)
-	})
 	b.Run("native-warm", func(b *testing.B) {
 		p := benchProvider(b, native.WithPool(2))
 		dispatchLoop(b, p, func() { waitPool(b, p, 2) })
@@ -68,6 +62,10 @@ func BenchmarkDispatch(b *testing.B) {
 		dispatchLoop(b, p, func() { waitPool(b, p, 2) })
 		reportPool(b, p)
 	})
+	// The Go init as pid 1 to the end, for the side-by-side: the C tail
+	// serves prepared sandboxes only, and only when this test binary is
+	// static (.ci/speed builds it so); in a dynamic one the -notail
+	// variants measure the same as the others.
 	b.Run("native-warm-init-notail", func(b *testing.B) {
 		p := benchProvider(b, native.WithPool(2), native.WithInitPath(moatInit(b)), native.WithNsexecOptions(nsexec.WithoutTail()))
 		dispatchLoop(b, p, func() { waitPool(b, p, 2) })
