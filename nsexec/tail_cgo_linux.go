@@ -614,10 +614,32 @@ static int moat_test_parse(char *body, size_t n, size_t *argc, size_t *total, co
 	return 0;
 }
 
+// moat_test_lookup runs moat_lookup for tailLookup, with the env as one
+// block of NUL-terminated strings.
+static int moat_test_lookup(const char *name, char *block, size_t n, size_t count, char *out, size_t outsz) {
+	char **envp = calloc(count + 1, sizeof *envp);
+	if (envp == NULL)
+		return ENOMEM;
+	char *p = block;
+	for (size_t i = 0; i < count && p < block + n; i++) {
+		envp[i] = p;
+		p += strlen(p) + 1;
+	}
+	int err = moat_lookup(name, envp, out, outsz);
+	free(envp);
+	return err;
+}
+
+static const char *moat_default_path(void) { return MOAT_DEFAULT_PATH; }
+
 */
 import "C"
 
-import "golang.org/x/sys/unix"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // haveTail: this build links the C tail, so the init hands over to it.
 const haveTail = true
@@ -637,6 +659,28 @@ func tailParse(body []byte) (argc, total int, why string) {
 	}
 	return int(a), int(t), ""
 }
+
+// tailLookup runs the tail's PATH search (for the tests): the path it
+// would exec, or the errno it would report.
+func tailLookup(name string, env []string) (string, error) {
+	var block []byte
+	for _, kv := range env {
+		block = append(append(block, kv...), 0)
+	}
+	cb := C.CBytes(append(block, 0))
+	defer C.free(cb)
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	out := (*C.char)(C.calloc(4096, 1))
+	defer C.free(unsafe.Pointer(out))
+	if e := C.moat_test_lookup(cn, (*C.char)(cb), C.size_t(len(block)), C.size_t(len(env)), out, 4096); e != 0 {
+		return "", unix.Errno(e)
+	}
+	return C.GoString(out), nil
+}
+
+// tailDefaultPath is the PATH the tail searches when the env has none.
+func tailDefaultPath() string { return C.GoString(C.moat_default_path()) }
 
 // tailOrigNofile is the descriptor limit the init started with, if the Go
 // runtime raised its soft limit since.

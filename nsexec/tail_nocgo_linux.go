@@ -10,7 +10,11 @@ const haveTail = false
 
 func tailOrigNofile() (unix.Rlimit, bool) { return unix.Rlimit{}, false }
 
-// tailParse and tailSteps exist for the tests, which skip without a tail.
+// tailParse, tailSteps, tailLookup and tailDefaultPath exist for the tests, which skip without a tail.
 func tailParse([]byte) (argc, total int, why string) { return 0, 0, "no tail" }
 
 func tailSteps() map[Step]int { return nil }
+
+func tailLookup(string, []string) (string, error) { return "", unix.ENOSYS }
+
+func tailDefaultPath() string { return "" }

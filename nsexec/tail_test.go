@@ -137,6 +137,74 @@ func TestTailRequestParser(t *testing.T) {
 	}
 }
 
+// TestTailLookup: the C tail finds a tool by name as the Go init's lookPath
+// does: on every PATH of up to three entries drawn from each kind there is
+// (an executable, a file without an x bit, a directory of the tool's name,
+// symlinks live and dangling, empty and relative entries, missing
+// directories), with two PATH= entries, and with none, the two agree on
+// the path found or on the errno.
+func TestTailLookup(t *testing.T) {
+	if !haveTail {
+		t.Skip("no C tail in a build without cgo")
+	}
+	if got := tailDefaultPath(); got != defaultPath {
+		t.Fatalf("the tail's default PATH is %q, the Go init's %q", got, defaultPath)
+	}
+	root := t.TempDir()
+	at := func(p string) string { return filepath.Join(root, p) }
+	for _, d := range []string{"exe", "plain", "dirs/tool", "link", "dangling", "empty", "cwd/sub"} {
+		if err := os.MkdirAll(at(d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]os.FileMode{"exe/tool": 0o755, "plain/tool": 0o644, "plain/other": 0o755,
+		"cwd/tool": 0o644, "cwd/other": 0o755, "cwd/sub/tool": 0o755}
+	for f, mode := range files {
+		if err := os.WriteFile(at(f), []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(at(f), mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{"link/tool": "../exe/tool", "dangling/tool": "missing", "linkdir": "exe"} {
+		if err := os.Symlink(target, at(link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Empty and relative entries resolve against the working directory.
+	t.Chdir(at("cwd"))
+	entries := []string{"", ".", "sub", at("exe"), at("plain"), at("dirs"), at("link"),
+		at("dangling"), at("linkdir"), at("empty"), at("missing")}
+	names := []string{"tool", "other", "absent", "sub/tool", "./tool", at("exe/tool"), "sh"}
+	var paths []string
+	for _, a := range entries {
+		paths = append(paths, a)
+		for _, b := range entries {
+			paths = append(paths, a+":"+b)
+			for _, c := range entries {
+				paths = append(paths, a+":"+b+":"+c)
+			}
+		}
+	}
+	envs := [][]string{nil, {"HOME=/"}, {"PATH=" + at("exe"), "PATH=" + at("plain")}}
+	for _, p := range paths {
+		envs = append(envs, []string{"A=b", "PATH=" + p})
+	}
+	checked := 0
+	for _, env := range envs {
+		for _, name := range names {
+			gp, gerr := lookPath(name, env)
+			cp, cerr := tailLookup(name, env)
+			if gp != cp || cerr != gerr { // both an Errno or nil
+				t.Errorf("%q with env %q: the tail finds %q (%v), the Go init %q (%v)", name, env, cp, cerr, gp, gerr)
+			}
+			checked++
+		}
+	}
+	t.Logf("%d lookups agree", checked)
+}
+
 // TestTailConstants: the tail reports steps by the numbers errors.go gives
 // them.
 func TestTailConstants(t *testing.T) {
