@@ -10,10 +10,10 @@ import (
 // defaultPath is searched when the tool's environment has no PATH.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// exec starts the tool from the locked thread: privileges dropped,
-// descriptors above 2 close-on-exec, seccomp installed last (on every thread
-// of the init), then the fork and exec of the tool, which the init
-// supervises as pid 1 (pid1_linux.go). It returns only on failure.
+// exec starts the tool from the locked thread: privileges dropped on every
+// thread of the init, descriptors above 2 close-on-exec, seccomp installed
+// last (on every thread too), then the fork and exec of the tool, which the
+// init supervises as pid 1 (pid1_linux.go). It returns only on failure.
 func (c *child) exec() error {
 	if c.tail {
 		return c.execTail()
@@ -29,7 +29,11 @@ func (c *child) exec() error {
 			return stepErr(StepSeccomp, "", err.Error(), unix.EINVAL)
 		}
 	}
-	if err := dropPrivileges(); err != nil {
+	// Every thread of the init, not this one alone (threads_linux.go).
+	// After the signal subscription: the broadcast borrows a signal's
+	// handler, which os/signal must not be installing meanwhile.
+	<-c.subscribed
+	if err := c.dropEveryThread(); err != nil {
 		return err
 	}
 	// Every inherited or internal descriptor above stdio, the sync socket

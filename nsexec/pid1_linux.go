@@ -107,9 +107,9 @@ func (c *child) subscribe() {
 // then reports its status and exits. A goroutine waits in wait4(2), which
 // reaps the children of every thread of the init: the tool's exit wakes it
 // directly, without the round trips of a SIGCHLD through the Go runtime's
-// signal goroutine. The forwarding stays on the exec thread: only that
-// thread has the tool's credentials (the identity switch is per thread), so
-// only its kill(2) passes the permission check when the launcher is root.
+// signal goroutine. The forwarding stays on the exec thread, the one that
+// forked the tool; every thread has the tool's credentials by now
+// (dropEveryThread), so kill(2) passes the permission check from any.
 func (c *child) supervise(tool int, fwd chan os.Signal) {
 	go watchLauncher(c.sync)
 	go func() {

@@ -35,9 +35,9 @@ var initCaps = []uintptr{
 
 // switchIdentity makes the exec thread the sandbox uid and gid. It uses
 // raw per-thread system calls on purpose: the goroutine is locked to this
-// thread, every later step of the child runs on it, and execve keeps only
-// this thread's credentials, so the all-threads broadcast of Go's and libc's
-// wrappers (a signal round trip per thread) buys nothing.
+// thread and every later step of the setup runs on it. The other threads
+// of the init follow once the setup is done (dropEveryThread), or end at
+// the tail's execve.
 // Capabilities survive: the old uid is not 0 in this user namespace, so the
 // kernel's setuid fixup does not clear them (security/commoncap.c
 // cap_emulate_setxuid compares against the namespace's uid 0).
@@ -65,7 +65,9 @@ func (c *child) switchIdentity() error {
 
 // dropPrivileges empties every capability set of the calling thread (the
 // exec thread), locks the securebits and sets no_new_privs, so neither the
-// tool nor anything it execs can hold or regain a capability.
+// tail nor anything it execs can hold or regain a capability. The tail's
+// execve ends every other thread; a Go init that stays pid 1 drops on all
+// of them instead (dropEveryThread, the same calls).
 func dropPrivileges() error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return stepErr(StepCapabilities, "", "clear ambient", err)

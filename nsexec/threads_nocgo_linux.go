@@ -1,0 +1,22 @@
+//go:build linux && !cgo
+
+package nsexec
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// onEveryThread makes each call on every thread of the Go runtime, the
+// world stopped (syscall.AllThreadsSyscall6), in order; without cgo the
+// runtime knows every thread there is.
+func onEveryThread(calls []threadCall) *threadErr {
+	for i, c := range calls {
+		a := c.args
+		if _, _, e := syscall.AllThreadsSyscall6(c.nr, a[0], a[1], a[2], a[3], a[4], 0); e != 0 {
+			return callErr(calls, i, 0, unix.Errno(e))
+		}
+	}
+	return nil
+}
