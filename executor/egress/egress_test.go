@@ -16,11 +16,13 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -318,6 +320,66 @@ func TestFloodIsCappedPerSandbox(t *testing.T) {
 		t.Fatalf("the other sandbox was starved: %v %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// peerClient connects to a sandbox's socket as another host user (a
+// python3 child as uid 65534), sends req, and returns what came back.
+const peerClient = `import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+got = b""
+try:
+    s.sendall(sys.argv[2].encode())
+    while True:
+        d = s.recv(4096)
+        if not d:
+            break
+        got += d
+except OSError:
+    pass
+sys.stdout.write(got.decode(errors="replace"))
+`
+
+// TestOnlyTheSandboxMayConnect: a user of the host who learns a sandbox's
+// socket name (/proc/net/unix lists it) and connects is refused without a
+// reply and counted as a denial, instead of reaching the network with the
+// sandbox's allowlist from the proxy's uid. Once the sandbox's owner admits
+// that uid (a root-run sandbox's host id), the same client is served.
+func TestOnlyTheSandboxMayConnect(t *testing.T) {
+	testenv.RequireRoot(t)
+	// Debian's, which uid 65534 may run (a PATH's python3 may be a
+	// user's own, in a home it cannot enter).
+	const python = "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		testenv.Skipf(t, "no %s to connect as another user with: install python3", python)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(hello))
+	defer srv.Close()
+	p := newProxy(t)
+	s := open(t, p, testPolicy)
+	host := "api.test:" + port(t, srv)
+	ask := func() string {
+		t.Helper()
+		cmd := exec.Command(python, "-c", peerClient, s.Socket(),
+			"GET http://"+host+"/ HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("the client as uid 65534: %v (the socket %s must be reachable by any user)", err, s.Socket())
+		}
+		return string(out)
+	}
+	if out := ask(); out != "" {
+		t.Fatalf("a host user's connection was served: %q", out)
+	}
+	if u := s.Usage(); u.Denials != 1 || u.Connections != 0 {
+		t.Fatalf("usage after a stranger's connection: %+v; want one denial and no connection", u)
+	}
+	s.Admit(65534, 1)
+	if out := ask(); !strings.Contains(out, "hello "+host) {
+		t.Fatalf("an admitted uid's request: %q; want the server's greeting", out)
+	}
 }
 
 // TestCloseEndsTheSandboxsConnections: a closed sandbox's socket is gone and

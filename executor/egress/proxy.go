@@ -171,8 +171,9 @@ func (p *Proxy) Open(allow *Allowlist, attrs ...any) (*Sandbox, error) {
 	// sandboxes), which must open the socket to bind it and connect to it:
 	// the directory is 0711, so no other sandbox can list it, and inside a
 	// sandbox only its own socket is bound. A user of the host itself can
-	// still learn the name from /proc/net/unix and connect, with that
-	// sandbox's allowlist: no more than the host's own network gives it.
+	// still learn the name from /proc/net/unix and connect: serve refuses
+	// a peer that is neither this process's user nor one the sandbox's
+	// owner admitted (Sandbox.Admit).
 	if err := os.Chmod(path, 0o666); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("egress: chmod the socket: %w", err)

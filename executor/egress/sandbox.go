@@ -6,10 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Usage is what one sandbox did through the proxy.
@@ -35,7 +38,11 @@ type Sandbox struct {
 	sem    chan struct{}
 
 	connected, denials, out, in atomic.Int64
-	lastCapLog                  atomic.Int64
+	lastCapLog, lastPeerLog     atomic.Int64
+
+	// peers are the host uids besides this process's own that may
+	// connect (Admit): the sandbox's, when it runs as another id.
+	peers atomic.Pointer[uidRange]
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -50,6 +57,43 @@ type Sandbox struct {
 
 // Socket is the host path of the sandbox's unix socket, to bind into it.
 func (s *Sandbox) Socket() string { return s.path }
+
+// uidRange is first..first+count-1.
+type uidRange struct{ first, count uint32 }
+
+// Admit lets a peer whose host uid is in first..first+count-1 connect to
+// the socket, besides one of this process's user: the sandbox's id when
+// it runs as another (root's sandboxes). Call it before the sandbox
+// starts; a later call replaces the range.
+func (s *Sandbox) Admit(first, count uint32) { s.peers.Store(&uidRange{first, count}) }
+
+// admits says whether a connection's peer, by its credentials as the
+// kernel recorded them at connect(2) (SO_PEERCRED, unix(7)), is this
+// process's user or an admitted one. The socket's name can be learned from
+// /proc/net/unix by any user of the host, and its mode lets the sandbox's
+// id connect; without this, such a user would reach the network with the
+// sandbox's allowlist, from this process's uid, and be counted as the
+// sandbox.
+func (s *Sandbox) admits(c net.Conn) (uid uint32, pid int32, ok bool) {
+	uc, isUnix := c.(*net.UnixConn)
+	if !isUnix {
+		return 0, 0, false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, 0, false
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil || cerr != nil {
+		return 0, 0, false
+	}
+	if cred.Uid == uint32(os.Geteuid()) {
+		return cred.Uid, cred.Pid, true
+	}
+	r := s.peers.Load()
+	return cred.Uid, cred.Pid, r != nil && cred.Uid >= r.first && uint64(cred.Uid) < uint64(r.first)+uint64(r.count)
+}
 
 // Usage returns the counters so far (final once Close returned).
 func (s *Sandbox) Usage() Usage {
@@ -108,6 +152,14 @@ func (s *Sandbox) serve() {
 		c, err := s.ln.Accept()
 		if err != nil {
 			return // closed
+		}
+		if uid, pid, ok := s.admits(c); !ok {
+			c.Close()
+			s.denials.Add(1)
+			if now := time.Now().Unix(); s.lastPeerLog.Swap(now) != now {
+				s.logger.Warn("egress denied: a connection from a process that is not the sandbox", "uid", uid, "pid", pid)
+			}
+			continue
 		}
 		select {
 		case s.sem <- struct{}{}:

@@ -42,6 +42,9 @@ type egressRoute struct {
 	own   bool // started by the provider, stopped by its Close
 	allow *egress.Allowlist
 	usage func(*executor.Request, egress.Usage)
+	// peers are the host uids the sandboxes run as, whose connections
+	// the proxy admits besides its own process's.
+	peers executor.HostIDRange
 }
 
 // lowerEgress sets up the template's egress: lo up, the forwarder's port
@@ -58,7 +61,12 @@ func lowerEgress(o *options, pol *policies.Policy, tmpl *nsexec.Config) (*egress
 		return nil, &executor.Error{Code: executor.CodeConfig, Message: fmt.Sprintf(
 			"native: policy %q has an egress section, but its seccomp profile refuses socket(AF_INET), which the tool needs to reach the proxy at 127.0.0.1:%d; use a policy whose filter allows AF_INET sockets (default, python, node, shell)", pol.Name, EgressPort)}
 	}
-	r := &egressRoute{proxy: o.egress, allow: allow, usage: o.onEgress}
+	r := &egressRoute{proxy: o.egress, allow: allow, usage: o.onEgress, peers: executor.HostIDRange{Count: 1}}
+	if uid, _, ids := hostIDsOf(o.hostID, o.hostIDs); ids != nil {
+		r.peers = *ids
+	} else {
+		r.peers.First = uid
+	}
 	if r.proxy == nil {
 		if r.proxy, err = egress.New(egress.WithLogger(o.logger)); err != nil {
 			return nil, fmt.Errorf("native: start the egress proxy: %w", err)
@@ -78,6 +86,7 @@ func (r *egressRoute) open(cfg *nsexec.Config, tool string) (*egress.Sandbox, er
 	if err != nil {
 		return nil, err
 	}
+	sb.Admit(r.peers.First, r.peers.Count)
 	cfg.Mounts = append(slices.Clone(cfg.Mounts), specs.Mount{Source: sb.Socket(), Destination: EgressSocket, Type: "bind", Options: []string{"ro"}})
 	vars := egress.Env("127.0.0.1:" + strconv.Itoa(EgressPort))
 	env := slices.DeleteFunc(slices.Clone(cfg.Env), func(kv string) bool {

@@ -63,22 +63,30 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *exe
 	if pol.Identity != nil {
 		inUID, inGID = pol.Identity.UID, pol.Identity.GID
 	}
-	hUID, hGID := uint32(os.Geteuid()), uint32(os.Getegid())
-	if hUID == 0 {
-		if hostID != nil {
-			hUID, hGID = hostID.UID, hostID.GID
-		} else {
-			r := executor.HostIDRange{First: nsexec.HostIDFirst, Count: nsexec.HostIDCount}
-			if ids != nil {
-				r = *ids
-			}
-			n.HostIDs = &r
-			hUID, hGID = r.First, r.First
-		}
-	}
+	hUID, hGID, r := hostIDsOf(hostID, ids)
+	n.HostIDs = r
 	n.UIDMappings = []specs.LinuxIDMapping{{ContainerID: inUID, HostID: hUID, Size: 1}}
 	n.GIDMappings = []specs.LinuxIDMapping{{ContainerID: inGID, HostID: hGID, Size: 1}}
 	return n
+}
+
+// hostIDsOf is the host uid and gid the provider's sandboxes run as: the
+// caller's own rootless; as root, the fixed identity (WithHostIdentity), or
+// the range each sandbox takes one of (WithHostIDRange), returned as r and
+// its first id.
+func hostIDsOf(hostID *nsexec.Identity, ids *executor.HostIDRange) (uid, gid uint32, r *executor.HostIDRange) {
+	uid, gid = uint32(os.Geteuid()), uint32(os.Getegid())
+	if uid != 0 {
+		return uid, gid, nil
+	}
+	if hostID != nil {
+		return hostID.UID, hostID.GID, nil
+	}
+	r = &executor.HostIDRange{First: nsexec.HostIDFirst, Count: nsexec.HostIDCount}
+	if ids != nil {
+		*r = *ids
+	}
+	return r.First, r.First, r
 }
 
 // Posture is the provider's regulated posture descriptor: the reference's
