@@ -28,8 +28,10 @@ package nsexec
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
 #define MOAT_BC_CALLS 96
 #define MOAT_BC_THREADS 1024
@@ -58,9 +60,58 @@ static int moat_bc_set(int i, long nr, unsigned long a0, unsigned long a1, unsig
 	return 0;
 }
 
-// moat_bc_run makes every call on the calling thread: 0, or the errno with
-// the failed call's index in *failed. Async-signal-safe.
+// The state the privilege drop leaves a thread in (moat_bc_target), for a
+// thread that is in it already: one the runtime made from a thread that had
+// dropped is born that way, and would fail the calls that need a
+// capability (setgroups, the bounding set, securebits) with EPERM.
+static int moat_bc_check;
+static uid_t moat_bc_uid;
+static gid_t moat_bc_gid;
+static int moat_bc_nogroups;
+static int moat_bc_lastcap;
+static int moat_bc_secbits;
+
+static void moat_bc_target(int check, unsigned uid, unsigned gid, int nogroups, int lastcap, int secbits) {
+	moat_bc_check = check;
+	moat_bc_uid = uid;
+	moat_bc_gid = gid;
+	moat_bc_nogroups = nogroups;
+	moat_bc_lastcap = lastcap;
+	moat_bc_secbits = secbits;
+}
+
+// moat_bc_done says whether the calling thread is in the target state
+// already. Async-signal-safe: system calls only.
+static int moat_bc_done(void) {
+	if (!moat_bc_check)
+		return 0;
+	uid_t r, e, s;
+	gid_t gr, ge, gs;
+	if (getresuid(&r, &e, &s) != 0 || r != moat_bc_uid || e != moat_bc_uid || s != moat_bc_uid)
+		return 0;
+	if (getresgid(&gr, &ge, &gs) != 0 || gr != moat_bc_gid || ge != moat_bc_gid || gs != moat_bc_gid)
+		return 0;
+	if (moat_bc_nogroups && getgroups(0, NULL) != 0)
+		return 0;
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[2];
+	if (syscall(SYS_capget, &h, d) != 0)
+		return 0;
+	for (int i = 0; i < 2; i++)
+		if (d[i].effective != 0 || d[i].permitted != 0 || d[i].inheritable != 0)
+			return 0;
+	for (int c = 0; c <= moat_bc_lastcap; c++)
+		if (prctl(PR_CAPBSET_READ, c, 0, 0, 0) != 0)
+			return 0;
+	return prctl(PR_GET_SECUREBITS, 0, 0, 0, 0) == moat_bc_secbits && prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1;
+}
+
+// moat_bc_run makes every call on the calling thread, unless it is in the
+// target state already: 0, or the errno with the failed call's index in
+// *failed. Async-signal-safe.
 static int moat_bc_run(int *failed) {
+	if (moat_bc_done())
+		return 0;
 	for (int i = 0; i < moat_bc_ncalls; i++) {
 		struct moat_bc_call *c = &moat_bc_calls[i];
 		if (syscall(c->nr, c->a[0], c->a[1], c->a[2], c->a[3], c->a[4]) < 0) {
@@ -242,8 +293,19 @@ const broadcastSignal = 64 // SIGRTMAX
 // setup.
 const broadcastTimeoutMS = 5000
 
-// onEveryThread makes each call on every thread of the init, in order.
-func onEveryThread(calls []threadCall) *threadErr {
+// onEveryThread makes each call on every thread of the init, in order; a
+// thread already in target's state (born of one that had dropped) is left
+// as it is. target may be nil.
+func onEveryThread(calls []threadCall, target *dropTarget) *threadErr {
+	if target == nil {
+		C.moat_bc_target(0, 0, 0, 0, 0, 0)
+	} else {
+		nogroups := C.int(0)
+		if target.dropGroups {
+			nogroups = 1
+		}
+		C.moat_bc_target(1, C.uint(target.uid), C.uint(target.gid), nogroups, C.int(target.lastCap), C.int(lockedSecurebits))
+	}
 	for i, c := range calls {
 		a := c.args
 		if C.moat_bc_set(C.int(i), C.long(c.nr), C.ulong(a[0]), C.ulong(a[1]), C.ulong(a[2]), C.ulong(a[3]), C.ulong(a[4])) != 0 {

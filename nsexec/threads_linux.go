@@ -47,7 +47,7 @@ var capsNone = struct {
 // switchIdentity's: the sandbox's groups, gid and uid; no ambient
 // capability; an empty bounding set (which needs CAP_SETPCAP, so before the
 // capset); locked securebits; empty capability sets; no_new_privs.
-func privilegeDrop(uid, gid uint32, dropGroups bool) ([]threadCall, error) {
+func privilegeDrop(uid, gid uint32, dropGroups bool) ([]threadCall, *dropTarget, error) {
 	var calls []threadCall
 	if dropGroups {
 		calls = append(calls, threadCall{nr: sysSetgroups, what: "setgroups"})
@@ -58,7 +58,7 @@ func privilegeDrop(uid, gid uint32, dropGroups bool) ([]threadCall, error) {
 		threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL}, what: "clear ambient"})
 	last, err := lastCap()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for cp := uintptr(0); cp <= last; cp++ {
 		calls = append(calls, threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_CAPBSET_DROP, cp}, what: "drop bounding set"})
@@ -66,7 +66,18 @@ func privilegeDrop(uid, gid uint32, dropGroups bool) ([]threadCall, error) {
 	return append(calls,
 		threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_SET_SECUREBITS, lockedSecurebits}, what: "securebits"},
 		threadCall{nr: unix.SYS_CAPSET, args: [5]uintptr{uintptr(unsafe.Pointer(&capsNone.hdr)), uintptr(unsafe.Pointer(&capsNone.data[0]))}, what: "capset"},
-		threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_SET_NO_NEW_PRIVS, 1}, what: "no_new_privs"}), nil
+		threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_SET_NO_NEW_PRIVS, 1}, what: "no_new_privs"}),
+		&dropTarget{uid: uid, gid: gid, dropGroups: dropGroups, lastCap: last}, nil
+}
+
+// dropTarget is the state privilegeDrop's calls leave a thread in: a
+// thread that is in it already (one the runtime made from a thread that
+// had dropped) skips them, since the calls that need a capability would
+// fail on it.
+type dropTarget struct {
+	uid, gid   uint32
+	dropGroups bool
+	lastCap    uintptr
 }
 
 // lastCap is this kernel's CAP_LAST_CAP: the bounding set of the calling
@@ -91,11 +102,11 @@ func lastCap() (uintptr, error) {
 // call, or does not answer, fails the setup: the tool never starts beside a
 // thread that kept a capability.
 func (c *child) dropEveryThread() error {
-	calls, err := privilegeDrop(c.cfg.UID, c.cfg.GID, c.drop)
+	calls, target, err := privilegeDrop(c.cfg.UID, c.cfg.GID, c.drop)
 	if err != nil {
 		return err
 	}
-	if err := onEveryThread(calls); err != nil {
+	if err := onEveryThread(calls, target); err != nil {
 		return stepErr(StepCapabilities, "", err.detail, err.errno)
 	}
 	// no_new_privs was the last call; StepNoNewPrivs has nothing left.
