@@ -64,9 +64,9 @@ func privilegeDrop(uid, gid uint32, dropGroups bool) ([]threadCall, *dropTarget,
 		calls = append(calls, threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_CAPBSET_DROP, cp}, what: "drop bounding set"})
 	}
 	return append(calls,
-		threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_SET_SECUREBITS, lockedSecurebits}, what: "securebits"},
-		threadCall{nr: unix.SYS_CAPSET, args: [5]uintptr{uintptr(unsafe.Pointer(&capsNone.hdr)), uintptr(unsafe.Pointer(&capsNone.data[0]))}, what: "capset"},
-		threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_SET_NO_NEW_PRIVS, 1}, what: "no_new_privs"}),
+			threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_SET_SECUREBITS, lockedSecurebits}, what: "securebits"},
+			threadCall{nr: unix.SYS_CAPSET, args: [5]uintptr{uintptr(unsafe.Pointer(&capsNone.hdr)), uintptr(unsafe.Pointer(&capsNone.data[0]))}, what: "capset"},
+			threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_SET_NO_NEW_PRIVS, 1}, what: "no_new_privs"}),
 		&dropTarget{uid: uid, gid: gid, dropGroups: dropGroups, lastCap: last}, nil
 }
 
