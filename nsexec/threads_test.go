@@ -101,28 +101,48 @@ func checkEveryThread(t *testing.T, pid int, id Identity) {
 		t.Fatalf("the init's threads: %v", err)
 	}
 	uid, gid := fmt.Sprint(id.UID), fmt.Sprint(id.GID)
+	// Rootless, the launcher's supplementary groups stay: its user
+	// namespace must deny setgroups before the gid map is written
+	// (user_namespaces(7)), so no thread of the sandbox can drop them.
+	groups := ""
+	if os.Geteuid() != 0 {
+		groups = statusField(t, "/proc/self/status", "Groups")
+	}
 	want := map[string]string{
-		"Uid": strings.Repeat(uid+" ", 3) + uid, "Gid": strings.Repeat(gid+" ", 3) + gid, "Groups": "",
+		"Uid": strings.Repeat(uid+" ", 3) + uid, "Gid": strings.Repeat(gid+" ", 3) + gid, "Groups": groups,
 		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
 		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2",
 	}
 	for _, task := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]string{}
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok {
-				got[k] = strings.Join(strings.Fields(v), " ")
-			}
-		}
+		got := statusFields(t, fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
 		for k, v := range want {
 			if got[k] != v {
 				t.Errorf("thread %s of %d of the init (%s): %s is %q, want %q", task.Name(), len(tasks), got["Name"], k, got[k], v)
 			}
 		}
 	}
+}
+
+// statusFields reads a /proc status file into its fields, each value's
+// words joined by one space.
+func statusFields(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			got[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return got
+}
+
+func statusField(t *testing.T, path, key string) string {
+	t.Helper()
+	return statusFields(t, path)[key]
 }
 
 // TestEgressRelayConnectsAsTheSandbox: the init's egress relay reaches the
