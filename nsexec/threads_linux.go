@@ -46,8 +46,9 @@ var capsNone = struct {
 // privilegeDrop is what every thread does, in dropPrivileges' order after
 // switchIdentity's: the sandbox's groups, gid and uid; no ambient
 // capability; an empty bounding set (which needs CAP_SETPCAP, so before the
-// capset); locked securebits; empty capability sets; no_new_privs.
-func privilegeDrop(uid, gid uint32, dropGroups bool) ([]threadCall, *dropTarget, error) {
+// capset) unless bounding is false; locked securebits; empty capability
+// sets; no_new_privs.
+func privilegeDrop(uid, gid uint32, dropGroups, bounding bool) ([]threadCall, *dropTarget, error) {
 	var calls []threadCall
 	if dropGroups {
 		calls = append(calls, threadCall{nr: sysSetgroups, what: "setgroups"})
@@ -60,7 +61,7 @@ func privilegeDrop(uid, gid uint32, dropGroups bool) ([]threadCall, *dropTarget,
 	if err != nil {
 		return nil, nil, err
 	}
-	for cp := uintptr(0); cp <= last; cp++ {
+	for cp := uintptr(0); bounding && cp <= last; cp++ {
 		calls = append(calls, threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_CAPBSET_DROP, cp}, what: "drop bounding set"})
 	}
 	return append(calls,
@@ -102,9 +103,18 @@ func lastCap() (uintptr, error) {
 // call, or does not answer, fails the setup: the tool never starts beside a
 // thread that kept a capability.
 func (c *child) dropEveryThread() error {
-	calls, target, err := privilegeDrop(c.cfg.UID, c.cfg.GID, c.drop)
+	calls, target, err := privilegeDrop(c.cfg.UID, c.cfg.GID, c.drop, broadcastBounding)
 	if err != nil {
 		return err
+	}
+	if !broadcastBounding {
+		// This thread's bounding set, which the tool inherits, empties
+		// here; the others keep theirs (broadcastBounding says why).
+		for cp := uintptr(0); cp <= target.lastCap; cp++ {
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, cp, 0, 0, 0); err != nil {
+				return stepErr(StepCapabilities, "", "drop bounding set", err)
+			}
+		}
 	}
 	if err := onEveryThread(calls, target); err != nil {
 		return stepErr(StepCapabilities, "", err.detail, err.errno)
