@@ -22,19 +22,25 @@ import (
 
 func init() { probes["dropped-again"] = probeDroppedAgain }
 
-// probeDroppedAgain runs the init's whole privilege drop on every thread of
-// the tool, each of which is in the drop's state already (no capability,
-// locked securebits, no_new_privs, the sandbox's ids), as a thread the
-// runtime makes from one that has dropped is born.
-func probeDroppedAgain() error {
+// holdThreads starts n goroutines, each locked to a thread of its own, so
+// the runtime must start a thread for each; release ends them.
+func holdThreads(n int) (release func()) {
 	stop := make(chan struct{})
-	defer close(stop)
-	for range 8 {
+	for range n {
 		go func() {
 			runtime.LockOSThread()
 			<-stop
 		}()
 	}
+	return func() { close(stop) }
+}
+
+// probeDroppedAgain runs the init's whole privilege drop on every thread of
+// the tool, each of which is in the drop's state already (no capability,
+// locked securebits, no_new_privs, the sandbox's ids), as a thread the
+// runtime makes from one that has dropped is born.
+func probeDroppedAgain() error {
+	defer holdThreads(8)()
 	calls, target, err := privilegeDrop(uint32(os.Getuid()), uint32(os.Getgid()), false, broadcastBounding)
 	if err != nil {
 		return err
@@ -258,14 +264,7 @@ func TestBroadcastReachesEveryThread(t *testing.T) {
 // eight threads besides the runtime's: 50 calls (about as many as the
 // privilege drop makes) on each.
 func BenchmarkEveryThread(b *testing.B) {
-	stop := make(chan struct{})
-	defer close(stop)
-	for range 8 {
-		go func() {
-			runtime.LockOSThread()
-			<-stop
-		}()
-	}
+	defer holdThreads(8)()
 	call := threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_SET_NAME, uintptr(unsafe.Pointer(&bcName[0]))}, what: "rename"}
 	calls := make([]threadCall, 50)
 	for i := range calls {
