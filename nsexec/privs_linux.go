@@ -63,34 +63,17 @@ func (c *child) switchIdentity() error {
 	return nil
 }
 
-// dropPrivileges empties every capability set of the calling thread (the
-// exec thread), locks the securebits and sets no_new_privs, so neither the
-// tail nor anything it execs can hold or regain a capability. The tail's
-// execve ends every other thread; a Go init that stays pid 1 drops on all
-// of them instead (dropEveryThread, the same calls).
+// dropPrivileges takes every privilege from the calling thread, the exec
+// thread, whose identity switchIdentity already made (dropCalls). The
+// tail's execve ends every other thread; a Go init that stays pid 1 drops
+// on all of them instead (dropEveryThread, the same calls).
 func dropPrivileges() error {
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		return stepErr(StepCapabilities, "", "clear ambient", err)
+	last, err := lastCap()
+	if err != nil {
+		return err
 	}
-	for cp := uintptr(0); ; cp++ {
-		err := unix.Prctl(unix.PR_CAPBSET_DROP, cp, 0, 0, 0)
-		if err == unix.EINVAL {
-			break // past CAP_LAST_CAP of this kernel
-		}
-		if err != nil {
-			return stepErr(StepCapabilities, "", "drop bounding set", err)
-		}
-	}
-	if err := unix.Prctl(unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0); err != nil {
-		return stepErr(StepCapabilities, "", "securebits", err)
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return stepErr(StepCapabilities, "", "capset", err)
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return stepErr(StepNoNewPrivs, "", "", err)
+	if err := onThisThread(dropCalls(last, true)); err != nil {
+		return err.setupErr()
 	}
 	return nil
 }

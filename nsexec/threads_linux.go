@@ -33,6 +33,7 @@ type threadCall struct {
 	nr   uintptr
 	args [5]uintptr
 	what string
+	step Step // reported when it fails; StepCapabilities if unset
 }
 
 // capsNone are capset(2)'s arguments for empty sets: no capability
@@ -43,32 +44,64 @@ var capsNone = struct {
 	data [2]unix.CapUserData
 }{hdr: unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}}
 
-// privilegeDrop is what every thread does, in dropPrivileges' order after
-// switchIdentity's: the sandbox's groups, gid and uid; no ambient
-// capability; an empty bounding set (which needs CAP_SETPCAP, so before the
-// capset) unless bounding is false; locked securebits; empty capability
-// sets; no_new_privs.
+// privilegeDrop is what every thread does: the sandbox's identity
+// (identityCalls, as switchIdentity made it on the exec thread), then no
+// privilege (dropCalls, with the bounding set unless bounding is false).
 func privilegeDrop(uid, gid uint32, dropGroups, bounding bool) ([]threadCall, *dropTarget, error) {
-	var calls []threadCall
-	if dropGroups {
-		calls = append(calls, threadCall{nr: sysSetgroups, what: "setgroups"})
-	}
-	calls = append(calls,
-		threadCall{nr: sysSetresgid, args: [5]uintptr{uintptr(gid), uintptr(gid), uintptr(gid)}, what: "setresgid"},
-		threadCall{nr: sysSetresuid, args: [5]uintptr{uintptr(uid), uintptr(uid), uintptr(uid)}, what: "setresuid"},
-		threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL}, what: "clear ambient"})
 	last, err := lastCap()
 	if err != nil {
 		return nil, nil, err
 	}
-	for cp := uintptr(0); bounding && cp <= last; cp++ {
-		calls = append(calls, threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_CAPBSET_DROP, cp}, what: "drop bounding set"})
+	calls := append(identityCalls(uid, gid, dropGroups), dropCalls(last, bounding)...)
+	return calls, &dropTarget{uid: uid, gid: gid, dropGroups: dropGroups, lastCap: last}, nil
+}
+
+// identityCalls give a thread the sandbox's groups (none, when dropGroups),
+// gid and uid.
+func identityCalls(uid, gid uint32, dropGroups bool) []threadCall {
+	var calls []threadCall
+	if dropGroups {
+		calls = append(calls, threadCall{nr: sysSetgroups, what: "setgroups", step: StepIdentity})
 	}
 	return append(calls,
-			threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_SET_SECUREBITS, lockedSecurebits}, what: "securebits"},
-			threadCall{nr: unix.SYS_CAPSET, args: [5]uintptr{uintptr(unsafe.Pointer(&capsNone.hdr)), uintptr(unsafe.Pointer(&capsNone.data[0]))}, what: "capset"},
-			threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_SET_NO_NEW_PRIVS, 1}, what: "no_new_privs"}),
-		&dropTarget{uid: uid, gid: gid, dropGroups: dropGroups, lastCap: last}, nil
+		threadCall{nr: sysSetresgid, args: [5]uintptr{uintptr(gid), uintptr(gid), uintptr(gid)}, what: "setresgid", step: StepIdentity},
+		threadCall{nr: sysSetresuid, args: [5]uintptr{uintptr(uid), uintptr(uid), uintptr(uid)}, what: "setresuid", step: StepIdentity})
+}
+
+// dropCalls take every privilege from a thread: no ambient capability; an
+// empty bounding set up to last (which needs CAP_SETPCAP, so before the
+// capset), unless bounding is false; locked securebits, so that neither the
+// thread nor anything it execs can hold or regain a capability; empty
+// capability sets; no_new_privs.
+func dropCalls(last uintptr, bounding bool) []threadCall {
+	calls := []threadCall{{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL}, what: "clear ambient"}}
+	if bounding {
+		calls = append(calls, boundingCalls(last)...)
+	}
+	return append(calls,
+		threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_SET_SECUREBITS, lockedSecurebits}, what: "securebits"},
+		threadCall{nr: unix.SYS_CAPSET, args: [5]uintptr{uintptr(unsafe.Pointer(&capsNone.hdr)), uintptr(unsafe.Pointer(&capsNone.data[0]))}, what: "capset"},
+		threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_SET_NO_NEW_PRIVS, 1}, what: "no_new_privs", step: StepNoNewPrivs})
+}
+
+// boundingCalls empty the bounding set, capability 0 to last.
+func boundingCalls(last uintptr) []threadCall {
+	calls := make([]threadCall, 0, last+1)
+	for cp := uintptr(0); cp <= last; cp++ {
+		calls = append(calls, threadCall{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_CAPBSET_DROP, cp}, what: "drop bounding set"})
+	}
+	return calls
+}
+
+// onThisThread makes the calls on the calling thread alone, in order.
+func onThisThread(calls []threadCall) *threadErr {
+	for _, c := range calls {
+		a := c.args
+		if _, _, e := unix.RawSyscall6(c.nr, a[0], a[1], a[2], a[3], a[4], 0); e != 0 {
+			return &threadErr{step: c.step, detail: c.what, errno: e}
+		}
+	}
+	return nil
 }
 
 // dropTarget is the state privilegeDrop's calls leave a thread in: a
@@ -110,32 +143,38 @@ func (c *child) dropEveryThread() error {
 	if !broadcastBounding {
 		// This thread's bounding set, which the tool inherits, empties
 		// here; the others keep theirs (broadcastBounding says why).
-		for cp := uintptr(0); cp <= target.lastCap; cp++ {
-			if err := unix.Prctl(unix.PR_CAPBSET_DROP, cp, 0, 0, 0); err != nil {
-				return stepErr(StepCapabilities, "", "drop bounding set", err)
-			}
+		if err := onThisThread(boundingCalls(target.lastCap)); err != nil {
+			return err.setupErr()
 		}
 	}
 	if err := onEveryThread(calls, target); err != nil {
-		return stepErr(StepCapabilities, "", err.detail, err.errno)
+		return err.setupErr()
 	}
-	// no_new_privs was the last call; StepNoNewPrivs has nothing left.
 	return nil
 }
 
-// threadErr says which call failed on which thread.
+// threadErr says which call failed on which thread, and its step.
 type threadErr struct {
+	step   Step
 	detail string
 	errno  unix.Errno
 }
 
+func (e *threadErr) setupErr() *SetupError {
+	step := e.step
+	if step == StepUnknown {
+		step = StepCapabilities
+	}
+	return stepErr(step, "", e.detail, e.errno)
+}
+
 func callErr(calls []threadCall, i int, tid int, e unix.Errno) *threadErr {
-	what := "answer"
+	what, step := "answer", StepCapabilities
 	if i >= 0 && i < len(calls) {
-		what = calls[i].what
+		what, step = calls[i].what, calls[i].step
 	}
 	if tid > 0 {
-		return &threadErr{detail: fmt.Sprintf("thread %d of the init: %s", tid, what), errno: e}
+		return &threadErr{step: step, detail: fmt.Sprintf("thread %d of the init: %s", tid, what), errno: e}
 	}
-	return &threadErr{detail: "every thread of the init: " + what, errno: e}
+	return &threadErr{step: step, detail: "every thread of the init: " + what, errno: e}
 }

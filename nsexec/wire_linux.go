@@ -90,10 +90,13 @@ func encodeRequest(r *request) ([]byte, error) {
 		return nil, errors.New("encode sandbox request: args must name the tool")
 	}
 	n := 8
-	for name, list := range map[string][]string{"args": r.Args, "env": r.Env} {
-		for i, s := range list {
+	for _, l := range []struct {
+		name string
+		list []string
+	}{{"args", r.Args}, {"env", r.Env}} {
+		for i, s := range l.list {
 			if strings.IndexByte(s, 0) >= 0 {
-				return nil, fmt.Errorf("encode sandbox request: %s[%d] contains a NUL byte, which execve cannot pass", name, i)
+				return nil, fmt.Errorf("encode sandbox request: %s[%d] contains a NUL byte, which execve cannot pass", l.name, i)
 			}
 			n += len(s) + 1
 		}
