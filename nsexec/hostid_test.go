@@ -215,3 +215,53 @@ func BenchmarkHostIDAcquire(b *testing.B) {
 		})
 	}
 }
+
+// TestIdentityChosenBeforeTheSpawn: WithIdentityChosen hears the very id the
+// sandbox then runs as (its workdir file is owned by it), before anything
+// of the sandbox ran; an error from it fails the start with that error and
+// frees the id, so the next start of a one-id range gets it. Rootless the
+// id heard is the caller's own.
+func TestIdentityChosenBeforeTheSpawn(t *testing.T) { asRootAndNobody(t, testIdentityChosenBeforeTheSpawn) }
+
+func testIdentityChosenBeforeTheSpawn(t *testing.T) {
+	wd := t.TempDir()
+	os.Chmod(wd, 0o777) // the sandbox's host id writes its file here
+	var heard []Identity
+	hear := WithIdentityChosen(func(id Identity) error {
+		// Nothing was spawned yet: no file of the sandbox exists.
+		if _, err := os.Stat(filepath.Join(wd, "secret")); err == nil {
+			return errors.New("the sandbox ran before its identity was announced")
+		}
+		heard = append(heard, id)
+		return nil
+	})
+	opts := []Option{hear}
+	if IsHostRoot() {
+		locks := t.TempDir()
+		os.Chmod(locks, 0o700)
+		opts = append(opts, WithHostIDRange(locks, HostIDFirst+HostIDCount-7, 1))
+	}
+	p := startSleeper(t, wd, opts...)
+	if len(heard) != 1 || heard[0] != p.HostIdentity() {
+		t.Fatalf("heard %+v, the sandbox runs as %+v", heard, p.HostIdentity())
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(wd, "secret"), &st); err != nil || st.Uid != heard[0].UID {
+		t.Fatalf("the sandbox's file is owned by %d (%v), the hook heard %d", st.Uid, err, heard[0].UID)
+	}
+	p.Signal(unix.SIGKILL)
+	p.Wait()
+
+	refuse := errors.New("not this one")
+	os.Remove(filepath.Join(wd, "secret"))
+	_, err := Start(context.Background(), &Config{Args: []string{"/bin/true"}}, Stdio{},
+		append(opts[1:], WithIdentityChosen(func(Identity) error { return refuse }))...)
+	if !errors.Is(err, refuse) {
+		t.Fatalf("a refusing hook: Start returned %v, want its error", err)
+	}
+	again := startSleeper(t, wd, opts...)
+	defer func() { again.Signal(unix.SIGKILL); again.Wait() }()
+	if again.HostIdentity() != heard[0] {
+		t.Errorf("after the refused start the id %+v was not free again (got %+v)", heard[0], again.HostIdentity())
+	}
+}

@@ -24,8 +24,9 @@ type options struct {
 	identity  *Identity
 	ids       *idRange
 	trace     func(Trace)
-	netns     *os.File // WithNetNS
-	noTail    bool     // WithoutTail
+	netns     *os.File             // WithNetNS
+	noTail    bool                 // WithoutTail
+	chosen    func(Identity) error // WithIdentityChosen
 }
 
 func newOptions(opts []Option) options {
@@ -90,6 +91,17 @@ func WithCgroupTasks(files ...*os.File) Option { return func(o *options) { o.tas
 // identity then shares it. It is ignored rootless, where the only id that
 // can be mapped is the caller's own.
 func WithIdentity(id Identity) Option { return func(o *options) { o.identity = &id } }
+
+// WithIdentityChosen calls chosen with the host uid and gid the sandbox
+// will run as, once Start or Prepare picked them and before the init is
+// spawned, so nothing of the sandbox runs yet: a caller that must tell the
+// sandbox's id apart from every other (the egress proxy admits exactly the
+// sandbox's own id to its socket) learns it here, where root's sandboxes
+// each get one of their own from the range. An error fails Start or
+// Prepare with it, and the id is freed.
+func WithIdentityChosen(chosen func(Identity) error) Option {
+	return func(o *options) { o.chosen = chosen }
+}
 
 // WithHostIDRange makes Start and Prepare, as root without WithIdentity,
 // give each sandbox a host uid and gid of its own from first..first+count-1,

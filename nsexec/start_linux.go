@@ -49,6 +49,12 @@ func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred boo
 	if err != nil {
 		return nil, nil, err
 	}
+	if o.chosen != nil {
+		if err := o.chosen(id); err != nil {
+			lease.release()
+			return nil, nil, err
+		}
+	}
 	p, sync, err := spawnAs(ctx, c, stdio, o, deferred, id, root, lease)
 	if err != nil {
 		lease.release()

@@ -42,9 +42,6 @@ type egressRoute struct {
 	own   bool // started by the provider, stopped by its Close
 	allow *egress.Allowlist
 	usage func(*executor.Request, egress.Usage)
-	// peers are the host uids the sandboxes run as, whose connections
-	// the proxy admits besides its own process's.
-	peers executor.HostIDRange
 }
 
 // lowerEgress sets up the template's egress: lo up, the forwarder's port
@@ -61,12 +58,7 @@ func lowerEgress(o *options, pol *policies.Policy, tmpl *nsexec.Config) (*egress
 		return nil, &executor.Error{Code: executor.CodeConfig, Message: fmt.Sprintf(
 			"native: policy %q has an egress section, but its seccomp profile refuses socket(AF_INET), which the tool needs to reach the proxy at 127.0.0.1:%d; use a policy whose filter allows AF_INET sockets (default, python, node, shell)", pol.Name, EgressPort)}
 	}
-	r := &egressRoute{proxy: o.egress, allow: allow, usage: o.onEgress, peers: executor.HostIDRange{Count: 1}}
-	if uid, _, ids := hostIDsOf(o.hostID, o.hostIDs); ids != nil {
-		r.peers = *ids
-	} else {
-		r.peers.First = uid
-	}
+	r := &egressRoute{proxy: o.egress, allow: allow, usage: o.onEgress}
 	if r.proxy == nil {
 		if r.proxy, err = egress.New(egress.WithLogger(o.logger)); err != nil {
 			return nil, fmt.Errorf("native: start the egress proxy: %w", err)
@@ -81,12 +73,20 @@ func lowerEgress(o *options, pol *policies.Policy, tmpl *nsexec.Config) (*egress
 // open gives one sandbox its socket, bound into cfg, and the proxy
 // variables in its environment, replacing any the caller set: the
 // forwarder is the only way out, and getenv(3) takes the first match.
-func (r *egressRoute) open(cfg *nsexec.Config, tool string) (*egress.Sandbox, error) {
+// The returned option admits to the socket exactly the host id the
+// sandbox runs as, once nsexec chose it: as root each sandbox has an id of
+// its own from the range, and a process of another sandbox's id (or any
+// other id of the range) must not use this sandbox's allowlist, nor be
+// counted as it.
+func (r *egressRoute) open(cfg *nsexec.Config, tool string) (*egress.Sandbox, nsexec.Option, error) {
 	sb, err := r.proxy.Open(r.allow, "tool", tool)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	sb.Admit(r.peers.First, r.peers.Count)
+	admit := nsexec.WithIdentityChosen(func(id nsexec.Identity) error {
+		sb.Admit(id.UID, 1)
+		return nil
+	})
 	cfg.Mounts = append(slices.Clone(cfg.Mounts), specs.Mount{Source: sb.Socket(), Destination: EgressSocket, Type: "bind", Options: []string{"ro"}})
 	vars := egress.Env("127.0.0.1:" + strconv.Itoa(EgressPort))
 	env := slices.DeleteFunc(slices.Clone(cfg.Env), func(kv string) bool {
@@ -94,7 +94,7 @@ func (r *egressRoute) open(cfg *nsexec.Config, tool string) (*egress.Sandbox, er
 		return slices.ContainsFunc(vars, func(v string) bool { return strings.HasPrefix(v, name+"=") })
 	})
 	cfg.Env = append(env, vars...)
-	return sb, nil
+	return sb, admit, nil
 }
 
 // attestEgress is the posture's account of the egress policy.

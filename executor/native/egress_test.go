@@ -3,6 +3,7 @@ package native_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,8 +23,10 @@ import (
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/executor/egress"
 	"github.com/moat-sandbox/moat/executor/native"
+	"github.com/moat-sandbox/moat/nsexec"
 	"github.com/moat-sandbox/moat/policies"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // names lead the allowed names to servers on the host's loopback: there is
@@ -346,4 +351,174 @@ func TestFailedNewStopsItsOwnProxy(t *testing.T) {
 	if after := dirs(); len(after) != len(before) {
 		t.Errorf("proxy directories before %v, after a failed New %v", before, after)
 	}
+}
+
+// TestEgressAdmitsOnlyTheSandboxsOwnID: as root each sandbox runs as a host
+// id of its own from the range, and its egress socket admits that id alone
+// (besides the proxy's own user): a process of any other id of the range,
+// another sandbox's or one escaped from it, connecting to the socket, is
+// closed without a byte and counted as a denial, while the sandbox's own id
+// is served.
+func TestEgressAdmitsOnlyTheSandboxsOwnID(t *testing.T) {
+	testenv.RequireRoot(t)
+	if !nsexec.IsHostRoot() {
+		testenv.Skipf(t, "root here is not host root: each sandbox maps this process's own id")
+	}
+	srv := startServers(t)
+	proxy := newTestProxy(t)
+	record, usageOf := recordUsage()
+	p := egressProvider(t, proxy, egressPolicy(t), record)
+	marker := fmt.Sprintf("moat-admit-%d", time.Now().UnixNano())
+	connect := "CONNECT api.test:" + srv.port(srv.plain) + " HTTP/1.1\r\nHost: api.test\r\n\r\n"
+	tool := `import socket, sys
+marker = "` + marker + `"
+print("ready", flush=True)
+sys.stdin.readline()
+s = socket.create_connection(("127.0.0.1", 3128), 5)
+s.sendall(b"` + strings.ReplaceAll(strings.ReplaceAll(connect, "\r", `\r`), "\n", `\n`) + `")
+print(s.recv(64).split(b"\r\n")[0].decode(), flush=True)
+`
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Run(context.Background(), &native.Command{Args: []string{"python3", "-c", tool},
+			Env: []string{"PATH=/usr/bin:/bin"}, Stdin: inR, Stdout: outW, Stderr: outW})
+		outW.Close()
+		inR.Close()
+		done <- err
+	}()
+	defer inW.Close()
+	out := bufio.NewReader(outR)
+	if line, err := out.ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the tool says %q (%v; run: %v)", line, err, <-done)
+	}
+	sock := onlySocket(t, proxy.Dir())
+	own := hostUIDOf(t, marker)
+	if own < nsexec.HostIDFirst || own >= nsexec.HostIDFirst+nsexec.HostIDCount {
+		t.Fatalf("the sandbox runs as host uid %d, outside the range", own)
+	}
+	for _, uid := range []uint32{own + 1, nsexec.HostIDFirst + nsexec.HostIDCount - 1, own - 1} {
+		if uid == own || uid < nsexec.HostIDFirst {
+			continue
+		}
+		if got := connectAs(t, uid, sock, connect); got != "" {
+			t.Errorf("host uid %d, another of the range, was served by the sandbox's socket: %q", uid, got)
+		}
+	}
+	if got := connectAs(t, own, sock, connect); !strings.HasPrefix(got, "HTTP/1.1 200") {
+		t.Errorf("the sandbox's own host uid %d was not served: %q", own, got)
+	}
+	fmt.Fprintln(inW)
+	if line, _ := out.ReadString('\n'); line != "HTTP/1.1 200 Connection established\n" {
+		t.Errorf("the tool's own tunnel: %q", line)
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if u := usageOf(); u.Denials < 1 || u.Connections != 2 {
+		t.Errorf("usage %+v: want the foreign peers denied and two tunnels (the probe's and the tool's)", u)
+	}
+}
+
+// onlySocket is the one socket in dir.
+func onlySocket(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var socks []string
+	for _, e := range ents {
+		if e.Type()&os.ModeSocket != 0 {
+			socks = append(socks, filepath.Join(dir, e.Name()))
+		}
+	}
+	if len(socks) != 1 {
+		t.Fatalf("sockets in %s: %v, want one", dir, socks)
+	}
+	return socks[0]
+}
+
+// hostUIDOf is the host uid of the process whose command line holds marker.
+func hostUIDOf(t *testing.T, marker string) uint32 {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmd), marker) {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(st), "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[0] == "Uid:" {
+				uid, err := strconv.ParseUint(f[2], 10, 32)
+				if err == nil {
+					return uint32(uid)
+				}
+			}
+		}
+	}
+	t.Fatalf("no process holds %q", marker)
+	return 0
+}
+
+// connectAs connects to the unix socket at path from a thread whose
+// effective uid is uid (the kernel records the connecting thread's
+// credentials for SO_PEERCRED, unix(7)), sends req and returns what came
+// back within two seconds ("" when the peer closed without a byte). The
+// thread is never given back to the runtime: its goroutine ends locked,
+// so the thread exits.
+func connectAs(t *testing.T, uid uint32, path, req string) string {
+	t.Helper()
+	type result struct {
+		got string
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		// Only this thread: a raw setresuid, not syscall.Setresuid, which
+		// changes every thread of the process.
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(uid), ^uintptr(0)); e != 0 {
+			ch <- result{err: fmt.Errorf("setresuid: %w", e)}
+			return
+		}
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+			ch <- result{err: fmt.Errorf("connect as uid %d: %w", uid, err)}
+			return
+		}
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2})
+		if _, err := unix.Write(fd, []byte(req)); err != nil {
+			ch <- result{} // closed before the request: refused
+			return
+		}
+		buf := make([]byte, 64)
+		n, err := unix.Read(fd, buf)
+		if n <= 0 {
+			if err == unix.EAGAIN {
+				err = errors.New("no answer and not closed within 2 s")
+			} else {
+				err = nil
+			}
+			ch <- result{err: err}
+			return
+		}
+		ch <- result{got: string(buf[:n])}
+	}()
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.got
 }

@@ -63,10 +63,12 @@ func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Pr
 	cfg.CgroupNS = leaf != nil
 	var sb *egress.Sandbox
 	if l.egress != nil {
-		if sb, err = l.egress.open(&cfg, in.Request.Tool); err != nil {
+		var admit nsexec.Option
+		if sb, admit, err = l.egress.open(&cfg, in.Request.Tool); err != nil {
 			l.deleteLeaf(leaf)
 			return nil, setupError(in.Request.Tool, err)
 		}
+		opts = append(opts, admit)
 	}
 	proc, err := nsexec.Start(ctx, &cfg, nsexec.Stdio{Stdin: in.Stdin, Stdout: in.Stdout, Stderr: in.Stderr}, opts...)
 	if err != nil {
