@@ -17,11 +17,12 @@ type Egress struct {
 	// ("*.pythonhosted.org", which does not match pythonhosted.org itself).
 	// No port means any port.
 	Allow []string `json:"allow,omitempty"`
-	// CIDRs are IP ranges ("203.0.113.0/24", "127.0.0.1/32") the tool may
+	// CIDRs are IP ranges, each with an optional port ("203.0.113.0/24",
+	// "127.0.0.1/32:8080", "[::1]/128:8080"; egress_cidr.go), the tool may
 	// name as raw addresses, and that an allowed name may resolve to even
 	// when they are loopback, link-local, private or the host's own: the
 	// proxy refuses such addresses unless a range here names them (DNS
-	// rebinding).
+	// rebinding). A range with a port admits that port only.
 	CIDRs []string `json:"cidrs,omitempty"`
 }
 
@@ -58,24 +59,16 @@ func (r HostRule) String() string {
 	return s
 }
 
-// Rules parses Allow; its errors are *FieldError with the entry's JSON path
-// ("egress.allow[2]"), all at once.
-func (e *Egress) Rules() ([]HostRule, error) {
+// Rules parses the section: Allow's rules and CIDRs' ranges. Its errors are *FieldError with the entry's JSON path
+// ("egress.allow[2]"), all at once; Policy.Validate reports the same.
+func (e *Egress) Rules() ([]HostRule, []CIDRRule, error) {
 	var v validator
-	rules := v.egressRules(e.Allow)
-	return rules, v.err()
+	rules, cidrs := v.egress(e)
+	return rules, cidrs, v.err()
 }
 
-// Prefixes parses CIDRs, with the same errors as Rules.
-func (e *Egress) Prefixes() ([]netip.Prefix, error) {
-	var v validator
-	ps := v.egressCIDRs(e.CIDRs)
-	return ps, v.err()
-}
-
-func (v *validator) egress(e *Egress) {
-	v.egressRules(e.Allow)
-	v.egressCIDRs(e.CIDRs)
+func (v *validator) egress(e *Egress) ([]HostRule, []CIDRRule) {
+	return v.egressRules(e.Allow), v.egressCIDRs(e.CIDRs)
 }
 
 func (v *validator) egressRules(allow []string) []HostRule {
@@ -88,23 +81,6 @@ func (v *validator) egressRules(allow []string) []HostRule {
 			continue
 		}
 		out = append(out, r)
-	}
-	return out
-}
-
-func (v *validator) egressCIDRs(cidrs []string) []netip.Prefix {
-	var out []netip.Prefix
-	for i, s := range cidrs {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			a, aerr := netip.ParseAddr(s)
-			if aerr != nil {
-				v.add(fmt.Sprintf("egress.cidrs[%d]", i), s, "is not an IP range; write it like 203.0.113.0/24 or 2001:db8::/32 (one address: 203.0.113.7/32)")
-				continue
-			}
-			p = netip.PrefixFrom(a, a.BitLen())
-		}
-		out = append(out, p.Masked())
 	}
 	return out
 }
