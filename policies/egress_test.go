@@ -186,3 +186,50 @@ func TestEgressCIDRPortsMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestEgressLocalhostNeedsALoopbackRange: localhost is the host's
+// loopback, so a rule naming it (in any spelling) is refused when the
+// policy is checked unless a range admits 127.0.0.1 or ::1 on the rule's
+// port, and the refusal says which range to add.
+func TestEgressLocalhostNeedsALoopbackRange(t *testing.T) {
+	cases := []struct {
+		allow, cidrs []string
+		reason       string // "" when accepted
+	}{
+		{[]string{"localhost:8080"}, nil, "add 127.0.0.1/32:8080 to egress.cidrs (moat run --allow-cidr 127.0.0.1/32:8080)"},
+		{[]string{"LOCALHOST.:8080"}, nil, "no entry of egress.cidrs admits 127.0.0.1 or ::1 on port 8080"},
+		{[]string{"localhost:8080"}, []string{"127.0.0.1/32:8081", "10.0.0.0/8"}, "on port 8080"},
+		{[]string{"localhost"}, []string{"127.0.0.1/32:8080"}, "on every port; add 127.0.0.1/32 to egress.cidrs"},
+		{[]string{"*.localhost:3000"}, nil, "on port 3000"},
+		{[]string{"app.localhost:3000"}, []string{"127.0.0.2/32:3000"}, "on port 3000"},
+		{[]string{"localhost:8080"}, []string{"127.0.0.1/32:8080"}, ""},
+		{[]string{"localhost:8080"}, []string{"[::1]:8080"}, ""},
+		{[]string{"localhost:8080"}, []string{"127.0.0.0/8"}, ""},
+		{[]string{"localhost"}, []string{"127.0.0.1"}, ""},
+		{[]string{"*.localhost"}, []string{"::1"}, ""},
+		{[]string{"localhost.example.com"}, nil, ""}, // a name under example.com, looked up as any other
+	}
+	for _, c := range cases {
+		_, _, err := (&Egress{Allow: c.allow, CIDRs: c.cidrs}).Rules()
+		fes := FieldErrors(err)
+		if c.reason == "" {
+			if err != nil {
+				t.Errorf("allow %q cidrs %q refused: %v", c.allow, c.cidrs, err)
+			}
+			continue
+		}
+		if len(fes) != 1 || fes[0].Path != "egress.allow[0]" || !strings.Contains(fes[0].Reason, c.reason) {
+			t.Errorf("allow %q cidrs %q: %v, want egress.allow[0] saying %q", c.allow, c.cidrs, err, c.reason)
+		}
+	}
+	// A refused range is not reported a second time as a missing one.
+	_, _, err := (&Egress{Allow: []string{"localhost:8080"}, CIDRs: []string{"127.0.0.1/32:80B0"}}).Rules()
+	if fes := FieldErrors(err); len(fes) != 1 || fes[0].Path != "egress.cidrs[0]" {
+		t.Errorf("a localhost rule with its range misspelt: %v, want the range's error alone", err)
+	}
+	// Policy.Validate (moat policy check) reports it too.
+	_, err = Parse(strings.NewReader(`{"name": "e", "unfiltered": true, "egress": {"allow": ["localhost:8080"]}}`))
+	if fes := FieldErrors(err); len(fes) != 1 || !strings.Contains(fes[0].Error(), `egress.allow[0]: "localhost:8080" names the host's loopback`) {
+		t.Errorf("a policy document with a localhost rule and no range: %v", err)
+	}
+}

@@ -150,12 +150,17 @@ func (s *Sandbox) dial(ctx context.Context, host string, port uint16) (net.Conn,
 		addrs = []netip.Addr{ip}
 	} else {
 		if !plainName(host) {
-			return deny("not a host name: only letters, digits, '-', '_' and '.' are matched against the allowlist")
+			return deny("not a host name: only letters, digits, '-', '_' and '.', in non-empty labels, are matched against the allowlist")
 		}
 		if !s.allowed(host, port) {
 			return deny("%s is not on the policy's egress allowlist (add it to egress.allow, or moat run --allow-host %s)", host, net.JoinHostPort(host, strconv.Itoa(int(port))))
 		}
-		if addrs, err = s.resolve(ctx, host, port); err != nil {
+		if policies.IsLocalhost(host) {
+			addrs = s.loopback(port)
+			if len(addrs) == 0 {
+				return deny("%s is the host's loopback, which no entry of egress.cidrs admits on port %d (add 127.0.0.1/32:%d, or moat run --allow-cidr 127.0.0.1/32:%d)", host, port, port, port)
+			}
+		} else if addrs, err = s.resolve(ctx, host, port); err != nil {
 			return nil, err
 		}
 	}
@@ -169,6 +174,27 @@ func (s *Sandbox) dial(ctx context.Context, host string, port uint16) (net.Conn,
 		errs = append(errs, err)
 	}
 	return nil, &UnreachableError{Host: host, Port: port, Err: errors.Join(errs...)}
+}
+
+// loopback is what a localhost name stands for on port: the loopback
+// addresses a range admits there. localhost is never looked up (RFC 6761
+// section 6.3; draft-ietf-dnsop-let-localhost-be-localhost makes it a
+// MUST). Looking it up is what failed before: resolve asks for the rooted
+// name, and Go's resolver keys the hosts file's one-label names without a
+// dot (absDomainName in net/dnsclient.go roots only names that have one),
+// so "localhost." misses the file's "localhost" and goes to the DNS
+// server (glibc's files source, through cgo, misses it as well); the
+// answer was a 502, and the name had left the host. The policy check
+// refuses a localhost rule without a range for its port, so only an
+// Allowlist built by hand gets an empty result here, which dial denies.
+func (s *Sandbox) loopback(port uint16) []netip.Addr {
+	var addrs []netip.Addr
+	for _, ip := range policies.LocalhostAddrs() {
+		if s.allow.inRange(ip, port) {
+			addrs = append(addrs, ip)
+		}
+	}
+	return addrs
 }
 
 // resolve looks an allowed name up on the host and keeps the addresses
@@ -223,10 +249,11 @@ func (s *Sandbox) allowed(host string, port uint16) bool {
 }
 
 // plainName reports whether host holds only what a policy's names can:
-// a name with a NUL, a space or a percent sign matches no rule, and must
-// not reach the resolver as one that might.
+// a name with a NUL, a space or a percent sign, or an empty label
+// ("a..b", "localhost.." once one dot is trimmed), matches no rule, and
+// must not reach the resolver as one that might.
 func plainName(host string) bool {
-	if host == "" || len(host) > 253 {
+	if host == "" || len(host) > 253 || host[0] == '.' || host[len(host)-1] == '.' || strings.Contains(host, "..") {
 		return false
 	}
 	for _, c := range host {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -113,4 +114,113 @@ func mustPort(t *testing.T, s string) uint16 {
 		t.Fatal(err)
 	}
 	return ap.Port()
+}
+
+// recordingResolver records every name it is asked for and answers from
+// Hosts.
+type recordingResolver struct {
+	Hosts
+	mu    sync.Mutex
+	asked []string
+}
+
+func (r *recordingResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	r.asked = append(r.asked, host)
+	r.mu.Unlock()
+	return r.Hosts.LookupNetIP(ctx, network, host)
+}
+
+func (r *recordingResolver) names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.asked...)
+}
+
+// TestLocalhostIsTheLoopbackNeverLookedUp: localhost and the names below
+// it, however the tool spells them (CONNECT, an absolute URI, a SOCKS5
+// name; upper case, a trailing dot), reach the host's loopback on the
+// ports the ranges admit, and never reach the resolver, which is asked for
+// the other allowed names as usual. Before, the proxy looked up
+// "localhost.", which the hosts file does not answer: a 502, after a query
+// to the host's DNS server.
+func TestLocalhostIsTheLoopbackNeverLookedUp(t *testing.T) {
+	srv, other := newCountingServer(t), newCountingServer(t)
+	sp, op := port(t, srv.Server), port(t, other.Server)
+	p := newProxy(t)
+	r := &recordingResolver{Hosts: testNames}
+	p.resolver = r
+	s := open(t, p, policies.Egress{Allow: []string{"localhost:" + sp, "*.localhost:" + sp, "api.test"}, CIDRs: []string{"127.0.0.1/32:" + sp}})
+	c := client(s)
+	for _, host := range []string{"localhost", "LOCALHOST", "localhost.", "LocalHost.", "app.localhost", "A.B.LOCALHOST."} {
+		for _, scheme := range []string{"http", "https"} { // https: a CONNECT the TLS client gives up on, after the 200
+			u := scheme + "://" + host + ":" + sp + "/"
+			code, body := fetch(c, u)
+			if scheme == "http" && (code != 200 || !strings.HasPrefix(body, "hello ")) {
+				t.Errorf("GET %s: %d %q, want the loopback server's greeting", u, code, body)
+			}
+			if scheme == "https" && code == http.StatusForbidden {
+				t.Errorf("CONNECT %s refused: %s", u, body)
+			}
+		}
+		if conn, code := socksConnect(t, s, host, sp); code != socksOK {
+			t.Errorf("SOCKS5 %q: reply %d, want %d", host, code, socksOK)
+		} else {
+			conn.Close()
+		}
+	}
+	// Refused, and not looked up either: another port, an empty label.
+	for _, u := range []string{"http://localhost:" + op + "/", "http://localhost..:" + sp + "/", "http://.localhost:" + sp + "/", "http://a..localhost:" + sp + "/"} {
+		if code, body := fetch(c, u); code != http.StatusForbidden {
+			t.Errorf("GET %s: %d %q, want 403", u, code, body)
+		}
+	}
+	if _, code := socksConnect(t, s, "localhost", op); code != socksNotAllowed {
+		t.Errorf("SOCKS5 localhost on a port no rule names: reply %d, want %d", code, socksNotAllowed)
+	}
+	if other.conns.Load() != 0 {
+		t.Errorf("the loopback server on a port no rule names was reached")
+	}
+	if got := r.names(); len(got) != 0 {
+		t.Errorf("the resolver was asked for %q; localhost names must never be looked up", got)
+	}
+	// The control: the same resolver is asked for another allowed name.
+	fetch(c, "http://api.test:"+sp+"/")
+	if got := r.names(); len(got) != 1 || got[0] != "api.test." {
+		t.Errorf("the resolver was asked for %q, want [api.test.]: the tripwire is not wired", got)
+	}
+}
+
+// TestLocalhostWithoutALoopbackRange: a localhost rule that no range lets
+// reach the loopback is refused when the allowlist is built (moat policy
+// check, moat run), naming the range to add; an allowlist a library builds
+// by hand with such a rule fails closed at the request.
+func TestLocalhostWithoutALoopbackRange(t *testing.T) {
+	for _, e := range []policies.Egress{
+		{Allow: []string{"localhost:8080"}},
+		{Allow: []string{"localhost:8080"}, CIDRs: []string{"127.0.0.1/32:8081"}},
+		{Allow: []string{"*.localhost"}, CIDRs: []string{"127.0.0.1/32:8080"}},
+	} {
+		_, err := NewAllowlist(&e)
+		fes := policies.FieldErrors(err)
+		if len(fes) != 1 || fes[0].Path != "egress.allow[0]" || !strings.Contains(fes[0].Reason, "--allow-cidr 127.0.0.1/32") {
+			t.Errorf("allowlist %+v: %v, want egress.allow[0] pointing at --allow-cidr", e, err)
+		}
+	}
+	srv := newCountingServer(t)
+	sp := port(t, srv.Server)
+	p := newProxy(t)
+	r := &recordingResolver{Hosts: testNames}
+	p.resolver = r
+	s, err := p.Open(&Allowlist{Rules: []policies.HostRule{{Name: "localhost"}}, CIDRs: []policies.CIDRRule{{Prefix: netip.MustParsePrefix("127.0.0.1/32"), Port: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if code, body := fetch(client(s), "http://localhost:"+sp+"/"); code != http.StatusForbidden || !strings.Contains(body, "--allow-cidr 127.0.0.1/32:"+sp) {
+		t.Errorf("localhost with no range for its port: %d %q, want 403 naming the range", code, body)
+	}
+	if srv.conns.Load() != 0 || len(r.names()) != 0 {
+		t.Errorf("the refused localhost request reached the server (%d) or the resolver (%q)", srv.conns.Load(), r.names())
+	}
 }
