@@ -125,12 +125,15 @@ func parseRange(s string, ported bool) (netip.Prefix, string) {
 		}
 		p = netip.PrefixFrom(a, a.BitLen())
 	}
-	if p.Addr().Is4In6() {
-		// The proxy compares an IPv4 destination as IPv4 (it unmaps
-		// ::ffff:a.b.c.d), so a mapped range would never match.
-		return netip.Prefix{}, fmt.Sprintf("is an IPv4-mapped IPv6 range; write the IPv4 range instead, as in %s", netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0)).Masked())
+	p = p.Masked()
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		// Inside ::ffff:0:0/96. The proxy compares an IPv4 destination as
+		// IPv4 (it unmaps ::ffff:a.b.c.d), so this range would never
+		// match. (A shorter one, ::ffff:0.0.0.0/0 say, is masked to an
+		// IPv6 range like any other.)
+		return netip.Prefix{}, fmt.Sprintf("is an IPv4-mapped IPv6 range; write the IPv4 range instead, as in %s", netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96))
 	}
-	return p.Masked(), ""
+	return p, ""
 }
 
 var ipv4Compatible = netip.MustParsePrefix("::/96")

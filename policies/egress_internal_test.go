@@ -14,7 +14,7 @@ var egressCases = []string{
 	"pypi.org", "*.pythonhosted.org:443", "localhost", "LOCALHOST.:8080", "*.localhost", "a.localhost:3000",
 	"10.0.0.0/8", "10.1.2.3/8", "127.0.0.1", "127.0.0.1:8080", "127.0.0.1/32:8080", "10.0.0.0/8:443",
 	"::1", "2001:db8::/32", "[::1]:8080", "[::1]/128:8080", "[fd00::]/8:443", "[fd00::/8]:443",
-	"fd00::/8:443", "[::1]", "[10.0.0.1]:80", "::1:8080", "fe80::1%eth0", "::ffff:10.0.0.0/104",
+	"fd00::/8:443", "[::1]", "[10.0.0.1]:80", "::1:8080", "fe80::1%eth0", "::ffff:10.0.0.0/104", "::ffff:0.0.0.0/0",
 	"10.0.0.0/8:0", "10.0.0.0/8:65536", "10.0.0.0:443/8",
 }
 
@@ -35,7 +35,8 @@ func checkEgressEntry(s string) error {
 	r, reason := parseCIDRRule(s)
 	if reason != "" {
 		_, bare := netip.ParseAddr(s)
-		if oldOK && !strings.Contains(s, "%") && !old.Addr().Is4In6() && !(bare == nil && ipv4Compatible.Contains(old.Addr())) {
+		mapped := old.Addr().Is4In6() && old.Bits() >= 96
+		if oldOK && !strings.Contains(s, "%") && !mapped && !(bare == nil && ipv4Compatible.Contains(old.Addr())) {
 			return fmt.Errorf("range %q, which netip reads as %v, is refused: %s", s, old, reason)
 		}
 		return nil

@@ -106,6 +106,8 @@ func TestEgressCIDRForms(t *testing.T) {
 		{"[::1]:8080", "[::1]/128:8080", 8080},
 		{"[FD00::]/8:65535", "[fd00::]/8:65535", 65535},
 		{"192.0.2.0/24:1", "192.0.2.0/24:1", 1},
+		{"::ffff:0.0.0.0/0", "::/0", 0}, // mapped in spelling only: masked, it is all of IPv6
+		{"[::ffff:0:0]/80:443", "[::]/80:443", 443},
 	}
 	for _, g := range good {
 		r, reason := parseCIDRRule(g.in)
