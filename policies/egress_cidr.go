@@ -67,6 +67,9 @@ func parseCIDRRule(s string) (CIDRRule, string) {
 			return r, "has a '[' without its ']'; an IPv6 range with a port is written [2001:db8::]/32:443"
 		}
 		if a, bits, ok := strings.Cut(inside, "/"); ok {
+			if after == "" {
+				return r, fmt.Sprintf("has brackets but no port; brackets are for a port: write %s, or [%s]/%s:PORT to admit one port only", inside, a, bits)
+			}
 			return r, fmt.Sprintf("has its length inside the brackets; write [%s]/%s%s", a, bits, after)
 		}
 		var bits string

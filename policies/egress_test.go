@@ -132,6 +132,7 @@ func TestEgressCIDRForms(t *testing.T) {
 		{"[fd00::/8]:443", "length inside the brackets; write [fd00::]/8:443"},
 		{"[::1]", "brackets but no port; brackets are for a port: write ::1, or [::1]:PORT"},
 		{"[fd00::]/8", "brackets but no port; brackets are for a port: write fd00::/8, or [fd00::]/8:PORT"},
+		{"[fd00::/8]", "brackets but no port; brackets are for a port: write fd00::/8, or [fd00::]/8:PORT"},
 		{"[::1", "without its ']'"},
 		{"[::1]x:80", "not an IP range"},
 		{"[10.0.0.1]:80", "brackets are for IPv6 only: write 10.0.0.1:80"},
