@@ -28,6 +28,10 @@ func FuzzParsePolicy(f *testing.F) {
 		}
 		f.Add(shrinkSeed(f, b))
 	}
+	// No built-in has an egress section: one with a name, a wildcard, a
+	// localhost rule and each form of range, with and without a port.
+	f.Add([]byte(`{"name":"e","unfiltered":true,"egress":{"allow":["pypi.org","*.pythonhosted.org:443","localhost:8080","*.localhost:3000"],` +
+		`"cidrs":["10.0.0.0/8","127.0.0.1/32:8080","127.0.0.1:3000","::1","[::1]/128:8080","[fd00::]/8:443"]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse(bytes.NewReader(data))
 		if err != nil {

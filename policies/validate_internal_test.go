@@ -34,9 +34,10 @@ func TestMatchersAgreeWithTheirRegexps(t *testing.T) {
 	}
 }
 
-// FuzzMatchers compares them on arbitrary input.
+// FuzzMatchers compares them on arbitrary input, and holds the egress
+// entry parsers to their promises (checkEgressEntry).
 func FuzzMatchers(f *testing.F) {
-	for _, s := range matcherCases {
+	for _, s := range append(matcherCases, egressCases...) {
 		f.Add(s)
 	}
 	name := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -45,6 +46,9 @@ func FuzzMatchers(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		if isName(s) != name.MatchString(s) || isEnvName(s) != env.MatchString(s) || isMode(s) != mode.MatchString(s) {
 			t.Fatalf("a matcher disagrees with its regexp on %q", s)
+		}
+		if err := checkEgressEntry(s); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -49,7 +49,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	network := fs.String("net", "", "network: none (no interface up) or loopback (lo up); default from the policy")
 	var allowHosts, allowCIDRs multi
 	fs.Var(&allowHosts, "allow-host", "let CMD reach NAME[:PORT] (an exact name or *.DOMAIN; any port without one) through moat's filtering proxy, found in HTTP_PROXY, HTTPS_PROXY and ALL_PROXY; nothing else is reachable (repeatable)")
-	fs.Var(&allowCIDRs, "allow-cidr", "let CMD reach the IP range CIDR through the proxy: raw addresses in it, and names that resolve into it even when it is private or loopback (repeatable)")
+	fs.Var(&allowCIDRs, "allow-cidr", "let CMD reach the IP range CIDR[:PORT] through the proxy (10.0.0.0/8, 127.0.0.1/32:8080, [::1]/128:8080; a port admits that one only): raw addresses in it, and names that resolve into it even when it is private or loopback; --allow-host localhost:PORT needs 127.0.0.1/32:PORT (repeatable)")
 	fs.Var(&envs, "env", "set NAME=VALUE, or pass NAME from the host environment (repeatable)")
 	inherit := fs.Bool("inherit-env", false, "pass the whole host environment (for use as another executor's launcher)")
 	logFormat := logFormatFlag(fs)

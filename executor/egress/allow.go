@@ -15,26 +15,38 @@ import (
 // Allowlist is a policy's egress section, parsed once.
 type Allowlist struct {
 	Rules []policies.HostRule
-	CIDRs []netip.Prefix
+	CIDRs []policies.CIDRRule
 }
 
 // NewAllowlist parses e; its errors are the policy's field errors.
 func NewAllowlist(e *policies.Egress) (*Allowlist, error) {
-	rules, err := e.Rules()
-	ps, perr := e.Prefixes()
-	if err = errors.Join(err, perr); err != nil {
+	rules, cidrs, err := e.Rules()
+	if err != nil {
 		return nil, fmt.Errorf("egress: %w", err)
 	}
-	return &Allowlist{Rules: rules, CIDRs: ps}, nil
+	return &Allowlist{Rules: rules, CIDRs: cidrs}, nil
 }
 
-func (a *Allowlist) inRange(ip netip.Addr) bool {
-	for _, p := range a.CIDRs {
-		if p.Contains(ip) {
+// inRange reports whether a range admits ip on port.
+func (a *Allowlist) inRange(ip netip.Addr, port uint16) bool {
+	for _, r := range a.CIDRs {
+		if r.Matches(ip, port) {
 			return true
 		}
 	}
 	return false
+}
+
+// rangePorts lists the ports the ranges that contain ip admit it on, for
+// a denial's reason; nil when ip is in no range.
+func (a *Allowlist) rangePorts(ip netip.Addr) []string {
+	var ports []string
+	for _, r := range a.CIDRs {
+		if r.Prefix.Contains(ip) {
+			ports = append(ports, strconv.Itoa(int(r.Port)))
+		}
+	}
+	return ports
 }
 
 // Denial is a destination the policy does not allow; the proxy tells the
@@ -119,7 +131,6 @@ func forbidden(ip netip.Addr, own []netip.Addr) string {
 // the host, and connects to the first address the policy allows. It
 // returns a *Denial or an *UnreachableError.
 func (s *Sandbox) dial(ctx context.Context, host string, port uint16) (net.Conn, error) {
-	p := s.proxy
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	deny := func(format string, args ...any) (net.Conn, error) {
 		return nil, &Denial{Host: host, Port: port, Reason: fmt.Sprintf(format, args...)}
@@ -130,47 +141,30 @@ func (s *Sandbox) dial(ctx context.Context, host string, port uint16) (net.Conn,
 	var addrs []netip.Addr
 	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
 		ip = ip.Unmap()
-		if !s.allow.inRange(ip) {
+		if !s.allow.inRange(ip, port) {
+			if ports := s.allow.rangePorts(ip); ports != nil {
+				return deny("a raw IP address is allowed only inside the policy's egress.cidrs, which admit %s on port %s only", ip, strings.Join(ports, ", "))
+			}
 			return deny("a raw IP address is allowed only inside the policy's egress.cidrs, and %s is not", ip)
 		}
 		addrs = []netip.Addr{ip}
 	} else {
 		if !plainName(host) {
-			return deny("not a host name: only letters, digits, '-', '_' and '.' are matched against the allowlist")
+			return deny("not a host name: only letters, digits, '-', '_' and '.', in non-empty labels, are matched against the allowlist")
 		}
 		if !s.allowed(host, port) {
 			return deny("%s is not on the policy's egress allowlist (add it to egress.allow, or moat run --allow-host %s)", host, net.JoinHostPort(host, strconv.Itoa(int(port))))
 		}
-		// Rooted, so resolv.conf's search domains never turn the checked
-		// name into another (x.example.com into x.example.com.corp.lan).
-		found, err := p.resolver.LookupNetIP(ctx, "ip", host+".")
-		if err != nil || len(found) == 0 {
-			if err == nil {
-				err = errors.New("no address")
+		if policies.IsLocalhost(host) {
+			addrs = s.loopback(port)
+			if len(addrs) == 0 {
+				return deny("%s is the host's loopback, which no entry of egress.cidrs admits on port %d (add 127.0.0.1/32:%d, or moat run --allow-cidr 127.0.0.1/32:%d)", host, port, port, port)
 			}
-			return nil, &UnreachableError{Host: host, Port: port, Resolve: true, Err: err}
-		}
-		own, err := p.hostAddrs()
-		if err != nil {
-			// Fail closed: without the list, one of them could pass.
-			return deny("this host's own addresses cannot be listed to rule them out: %v", err)
-		}
-		var why []string
-		for _, ip := range found {
-			ip = ip.Unmap()
-			if s.allow.inRange(ip) {
-				addrs = append(addrs, ip)
-			} else if r := forbidden(ip, own); r != "" {
-				why = append(why, ip.String()+" is "+r)
-			} else {
-				addrs = append(addrs, ip)
-			}
-		}
-		if len(addrs) == 0 {
-			return deny("it resolves only to addresses the proxy refuses unless egress.cidrs names them (%s)", strings.Join(why, "; "))
+		} else if addrs, err = s.resolve(ctx, host, port); err != nil {
+			return nil, err
 		}
 	}
-	d := net.Dialer{Timeout: p.dialTimeout}
+	d := net.Dialer{Timeout: s.proxy.dialTimeout}
 	var errs []error
 	for _, ip := range addrs {
 		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(ip, port).String())
@@ -180,6 +174,69 @@ func (s *Sandbox) dial(ctx context.Context, host string, port uint16) (net.Conn,
 		errs = append(errs, err)
 	}
 	return nil, &UnreachableError{Host: host, Port: port, Err: errors.Join(errs...)}
+}
+
+// loopback is what a localhost name stands for on port: the loopback
+// addresses a range admits there. localhost is never looked up (RFC 6761
+// section 6.3; draft-ietf-dnsop-let-localhost-be-localhost makes it a
+// MUST). Looking it up is what failed before: resolve asks for the rooted
+// name, and Go's resolver keys the hosts file's one-label names without a
+// dot (absDomainName in net/dnsclient.go roots only names that have one),
+// so "localhost." misses the file's "localhost" and goes to the DNS
+// server (glibc's files source, through cgo, misses it as well); the
+// answer was a 502, and the name had left the host. The policy check
+// refuses a localhost rule without a range for its port, so only an
+// Allowlist built by hand gets an empty result here, which dial denies.
+func (s *Sandbox) loopback(port uint16) []netip.Addr {
+	var addrs []netip.Addr
+	for _, ip := range policies.LocalhostAddrs() {
+		if s.allow.inRange(ip, port) {
+			addrs = append(addrs, ip)
+		}
+	}
+	return addrs
+}
+
+// resolve looks an allowed name up on the host and keeps the addresses
+// the policy lets it reach: public ones, and the others only where a range
+// admits them on port.
+func (s *Sandbox) resolve(ctx context.Context, host string, port uint16) ([]netip.Addr, error) {
+	p := s.proxy
+	deny := func(format string, args ...any) ([]netip.Addr, error) {
+		return nil, &Denial{Host: host, Port: port, Reason: fmt.Sprintf(format, args...)}
+	}
+	// Rooted, so resolv.conf's search domains never turn the checked
+	// name into another (x.example.com into x.example.com.corp.lan).
+	found, err := p.resolver.LookupNetIP(ctx, "ip", host+".")
+	if err != nil || len(found) == 0 {
+		if err == nil {
+			err = errors.New("no address")
+		}
+		return nil, &UnreachableError{Host: host, Port: port, Resolve: true, Err: err}
+	}
+	own, err := p.hostAddrs()
+	if err != nil {
+		// Fail closed: without the list, one of them could pass.
+		return deny("this host's own addresses cannot be listed to rule them out: %v", err)
+	}
+	var addrs []netip.Addr
+	var why []string
+	for _, ip := range found {
+		ip = ip.Unmap()
+		if s.allow.inRange(ip, port) {
+			addrs = append(addrs, ip)
+		} else if r := forbidden(ip, own); r == "" {
+			addrs = append(addrs, ip)
+		} else if ports := s.allow.rangePorts(ip); ports != nil {
+			why = append(why, fmt.Sprintf("%s is %s, and egress.cidrs admits it on port %s only", ip, r, strings.Join(ports, ", ")))
+		} else {
+			why = append(why, ip.String()+" is "+r)
+		}
+	}
+	if len(addrs) == 0 {
+		return deny("it resolves only to addresses the proxy refuses unless egress.cidrs names them (%s)", strings.Join(why, "; "))
+	}
+	return addrs, nil
 }
 
 func (s *Sandbox) allowed(host string, port uint16) bool {
@@ -192,10 +249,11 @@ func (s *Sandbox) allowed(host string, port uint16) bool {
 }
 
 // plainName reports whether host holds only what a policy's names can:
-// a name with a NUL, a space or a percent sign matches no rule, and must
-// not reach the resolver as one that might.
+// a name with a NUL, a space or a percent sign, or an empty label
+// ("a..b", "localhost.." once one dot is trimmed), matches no rule, and
+// must not reach the resolver as one that might.
 func plainName(host string) bool {
-	if host == "" || len(host) > 253 {
+	if host == "" || len(host) > 253 || host[0] == '.' || host[len(host)-1] == '.' || strings.Contains(host, "..") {
 		return false
 	}
 	for _, c := range host {

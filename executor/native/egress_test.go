@@ -284,6 +284,19 @@ func TestEgressInThePosture(t *testing.T) {
 	if err := executor.StrictFloor(post); err == nil {
 		t.Error("the strict floor accepted a posture with egress")
 	}
+	// Ranges with ports, and a localhost rule, are attested as written,
+	// and a port moves the fingerprint like any other widening.
+	ported := egressPolicy(t)
+	ported.Egress = &policies.Egress{Allow: []string{"localhost:8080", "api.test"}, CIDRs: []string{"127.0.0.1:8080", "[::1]/128:8080"}}
+	pp := egressProvider(t, proxy, ported).Posture()
+	if e := pp.Isolation.Native.Egress; strings.Join(e.Allow, " ") != "localhost:8080 api.test" || strings.Join(e.CIDRs, " ") != "127.0.0.1:8080 [::1]/128:8080" {
+		t.Errorf("posture of ranges with ports: %+v, want them as the policy writes them", e)
+	}
+	other := egressPolicy(t)
+	other.Egress = &policies.Egress{Allow: ported.Egress.Allow, CIDRs: []string{"127.0.0.1:8081", "[::1]/128:8080"}}
+	if executor.Fingerprint(egressProvider(t, proxy, other).Posture()) == executor.Fingerprint(pp) {
+		t.Error("another port in a range left the fingerprint as it was")
+	}
 }
 
 // TestEgressConformance: a policy with an egress section keeps every
