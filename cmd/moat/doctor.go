@@ -75,6 +75,9 @@ type policyReport struct {
 	Name    string   `json:"name"`
 	Status  string   `json:"status"` // full, degraded, refused
 	Missing []string `json:"missing,omitempty"`
+	// Limits says how each memory, pids and cpu limit holds here: by the
+	// cgroup, by an rlimit standing in for it, or not at all.
+	Limits []native.LimitState `json:"limits,omitempty"`
 }
 
 type problem struct {
@@ -113,6 +116,9 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 	return exitFailure
 }
 
+// cgroupProblem starts the problem of a host whose cgroups miss limits.
+const cgroupProblem = "cgroup limits are degraded on this host"
+
 func diagnose() *doctorReport {
 	r := &doctorReport{}
 	var uts unix.Utsname
@@ -141,7 +147,7 @@ func diagnose() *doctorReport {
 	}
 	r.Cgroups = cgroupsReport()
 	if r.Cgroups.Fix != "" {
-		r.Problems = append(r.Problems, problem{"cgroup limits are degraded on this host (" + degradedLimits(r.Cgroups) + "): " + r.Cgroups.SourceDetail, r.Cgroups.Fix})
+		r.Problems = append(r.Problems, problem{cgroupProblem + " (" + degradedLimits(r.Cgroups) + "): " + r.Cgroups.SourceDetail, r.Cgroups.Fix})
 	}
 	r.UserNS.Works, r.UserNS.Error = trySandbox()
 	if !r.UserNS.Works {
@@ -150,6 +156,7 @@ func diagnose() *doctorReport {
 	for _, name := range policies.Builtins() {
 		r.Policies = append(r.Policies, judgePolicy(name, r))
 	}
+	standInNote(r)
 	egressCheck(r)
 	return r
 }
@@ -241,17 +248,36 @@ func judgePolicy(name string, r *doctorReport) policyReport {
 		posture := p.Posture()
 		r.Posture, r.Fingerprint = &posture, executor.Fingerprint(posture)
 	}
-	cg := p.Cgroups()
-	for _, l := range []struct {
-		limit cgroups.Limit
-		set   bool
-	}{{cgroups.Memory, pol.Limits.Memory != ""}, {cgroups.Pids, pol.Limits.Pids > 0}, {cgroups.CPU, pol.Limits.CPUs > 0}} {
-		if lp := cg.Of(l.limit); l.set && !lp.Enforced {
+	pr.Limits = p.Limits()
+	for _, l := range pr.Limits {
+		if l.State != executor.LimitEnforced {
 			pr.Status = "degraded"
-			pr.Missing = append(pr.Missing, l.limit.String()+" limit: "+lp.Reason)
+			pr.Missing = append(pr.Missing, l.String()+": "+l.Reason)
 		}
 	}
 	return pr
+}
+
+// standInNote adds to the cgroup problem what holds the default policy's
+// limits instead, exactly: an rlimit per process or for the sandbox, or
+// nothing.
+func standInNote(r *doctorReport) {
+	var held []string
+	for _, p := range r.Policies {
+		if p.Name != "default" {
+			continue
+		}
+		for _, l := range p.Limits {
+			if l.State != executor.LimitEnforced {
+				held = append(held, l.Detail())
+			}
+		}
+	}
+	for i := range r.Problems {
+		if len(held) > 0 && strings.HasPrefix(r.Problems[i].What, cgroupProblem) {
+			r.Problems[i].What += ". Meanwhile the default policy runs with " + strings.Join(held, ", ")
+		}
+	}
 }
 
 func userNSFix(r *doctorReport) string {
@@ -299,7 +325,7 @@ func printReport(w io.Writer, r *doctorReport) {
 	layer("seccomp", r.Seccomp.Usable, "", fmt.Sprintf("libseccomp %s; %d kernel actions", orNone(r.Seccomp.Library), len(r.Seccomp.Actions)))
 	cg := "layout " + r.Cgroups.Layout + "; memory, pids and cpu limits enforced"
 	if d := degradedLimits(r.Cgroups); d != "" {
-		cg = "layout " + r.Cgroups.Layout + "; not enforced: " + d + " (see problems)"
+		cg = "layout " + r.Cgroups.Layout + "; not enforced by a cgroup: " + d + " (see problems)"
 	}
 	layer("cgroups", r.Cgroups.Fix == "", "degraded", cg)
 	fmt.Fprintln(w, fit(fmt.Sprintf("%-9s %-9s %s", "", "from", r.Cgroups.Source+ifText(r.Cgroups.SourceDetail != "", ": "+r.Cgroups.SourceDetail))))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -99,6 +100,22 @@ func TestRunRootlessLimitsStandIn(t *testing.T) {
 	}
 	if r := moat(t, "", "run", "--", "python3", "-c", "b = bytearray(600 << 20); print(len(b))"); r.code != 1 || !strings.Contains(r.stderr, "MemoryError") {
 		t.Errorf("600 MiB under 256 MiB: exit %d, stdout %q, stderr %q; want a MemoryError", r.code, r.stdout, r.stderr)
+	}
+	// moat doctor says the same, per limit.
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(moat(t, "", "doctor", "--json").stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for _, p := range rep.Policies {
+		if p.Name == "default" {
+			for _, l := range p.Limits {
+				states = append(states, l.String())
+			}
+		}
+	}
+	if got := strings.Join(states, ", "); got != "memory 256M as RLIMIT_DATA per process, pids 128 as RLIMIT_NPROC, cpu 1 not enforced" {
+		t.Errorf("doctor --json: the default policy's limits %q", got)
 	}
 	// What the built-in policies are for runs under them, the default's
 	// 256 MiB for node and a Go program too.
