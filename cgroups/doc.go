@@ -72,10 +72,15 @@
 // A policy that marks a limit as required is refused with a
 // [*RequiredError] from [Posture.Require].
 //
-// RLIMIT_NPROC is not a substitute for the pids limit: it counts every process
-// of the real uid, so when all sandboxes (and moat itself) share one uid, as
-// rootless sandboxes do, it is one budget for all of them, not a per-sandbox
-// limit (setrlimit(2), peers.md attack 18).
+// RLIMIT_NPROC is no substitute for the pids limit on kernels before 5.14:
+// there it counts every process of the real uid, so when all sandboxes (and
+// moat itself) share one uid, as rootless sandboxes do, it is one budget for
+// all of them, not a per-sandbox limit (setrlimit(2), peers.md attack 18).
+// Since 5.14 fork checks the count of the uid in the caller's own user
+// namespace (kernel/ucount.c), which for a sandbox is that sandbox alone, and
+// the native provider sets it where no cgroup holds the pids limit, as a
+// stand-in that neither [Posture] nor [Posture.Require] counts as enforced
+// (executor/native/standin.go).
 //
 // # Stale leaves
 //

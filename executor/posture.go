@@ -105,7 +105,7 @@ type NativeIsolation struct {
 	// "cgroup-parent" (a group the caller named), "root", or "none".
 	CgroupSource string `json:"cgroupSource,omitempty"`
 	// Limits maps each limit ("memory", "pids", "cpu", "nofile", ...) to
-	// LimitEnforced or LimitDegraded.
+	// LimitEnforced, LimitRlimit, LimitPerProcess or LimitDegraded.
 	Limits map[string]string `json:"limits"`
 	// UIDMappings and GIDMappings map sandbox ids to host ids.
 	UIDMappings []specs.LinuxIDMapping `json:"uidMappings"`
@@ -143,9 +143,22 @@ type Seccomp struct {
 	ProfileDigest string `json:"profileDigest"`
 }
 
-// The states of a native limit.
+// The states of a native limit. Only LimitEnforced meets the strict floor
+// or a policy's limits.required: an rlimit that stands in for a missing
+// cgroup is better than nothing, not the same bound.
 const (
+	// LimitEnforced: the sandbox's cgroup holds the limit (or, for timeout
+	// and outputCap, the pipeline does).
 	LimitEnforced = "enforced"
+	// LimitRlimit: no cgroup holds it; an rlimit bounds the sandbox as a
+	// whole instead (pids: RLIMIT_NPROC, which counts the tasks of the
+	// sandbox's uid in its own user namespace, its init included).
+	LimitRlimit = "rlimit"
+	// LimitPerProcess: no cgroup holds it; an rlimit bounds each process
+	// of the sandbox, not their sum (memory: RLIMIT_DATA, the private
+	// writable mappings of one process).
+	LimitPerProcess = "per-process"
+	// LimitDegraded: nothing holds it here.
 	LimitDegraded = "degraded"
 )
 

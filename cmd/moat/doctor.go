@@ -75,6 +75,9 @@ type policyReport struct {
 	Name    string   `json:"name"`
 	Status  string   `json:"status"` // full, degraded, refused
 	Missing []string `json:"missing,omitempty"`
+	// Limits says how each memory, pids and cpu limit holds here: by the
+	// cgroup, by an rlimit standing in for it, or not at all.
+	Limits []native.LimitState `json:"limits,omitempty"`
 }
 
 type problem struct {
@@ -113,6 +116,9 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 	return exitFailure
 }
 
+// cgroupProblem starts the problem of a host whose cgroups miss limits.
+const cgroupProblem = "cgroup limits are degraded on this host"
+
 func diagnose() *doctorReport {
 	r := &doctorReport{}
 	var uts unix.Utsname
@@ -141,7 +147,7 @@ func diagnose() *doctorReport {
 	}
 	r.Cgroups = cgroupsReport()
 	if r.Cgroups.Fix != "" {
-		r.Problems = append(r.Problems, problem{"cgroup limits are degraded on this host (" + degradedLimits(r.Cgroups) + "): " + r.Cgroups.SourceDetail, r.Cgroups.Fix})
+		r.Problems = append(r.Problems, problem{cgroupProblem + " (" + degradedLimits(r.Cgroups) + "): " + r.Cgroups.SourceDetail, r.Cgroups.Fix})
 	}
 	r.UserNS.Works, r.UserNS.Error = trySandbox()
 	if !r.UserNS.Works {
@@ -150,6 +156,7 @@ func diagnose() *doctorReport {
 	for _, name := range policies.Builtins() {
 		r.Policies = append(r.Policies, judgePolicy(name, r))
 	}
+	standInNote(r)
 	egressCheck(r)
 	return r
 }
@@ -241,17 +248,36 @@ func judgePolicy(name string, r *doctorReport) policyReport {
 		posture := p.Posture()
 		r.Posture, r.Fingerprint = &posture, executor.Fingerprint(posture)
 	}
-	cg := p.Cgroups()
-	for _, l := range []struct {
-		limit cgroups.Limit
-		set   bool
-	}{{cgroups.Memory, pol.Limits.Memory != ""}, {cgroups.Pids, pol.Limits.Pids > 0}, {cgroups.CPU, pol.Limits.CPUs > 0}} {
-		if lp := cg.Of(l.limit); l.set && !lp.Enforced {
+	pr.Limits = p.Limits()
+	for _, l := range pr.Limits {
+		if l.State != executor.LimitEnforced {
 			pr.Status = "degraded"
-			pr.Missing = append(pr.Missing, l.limit.String()+" limit: "+lp.Reason)
+			pr.Missing = append(pr.Missing, l.String()+": "+l.Reason)
 		}
 	}
 	return pr
+}
+
+// standInNote adds to the cgroup problem what holds the default policy's
+// limits instead, exactly: an rlimit per process or for the sandbox, or
+// nothing.
+func standInNote(r *doctorReport) {
+	var held []string
+	for _, p := range r.Policies {
+		if p.Name != "default" {
+			continue
+		}
+		for _, l := range p.Limits {
+			if l.State != executor.LimitEnforced {
+				held = append(held, l.Detail())
+			}
+		}
+	}
+	for i := range r.Problems {
+		if len(held) > 0 && strings.HasPrefix(r.Problems[i].What, cgroupProblem) {
+			r.Problems[i].What += ". Meanwhile the default policy runs with " + strings.Join(held, ", ")
+		}
+	}
 }
 
 func userNSFix(r *doctorReport) string {
@@ -266,114 +292,6 @@ func userNSFix(r *doctorReport) string {
 		return "moat is inside a container whose seccomp profile or masked /proc forbids nested sandboxes: run the container with --security-opt seccomp=unconfined and an unmasked /proc (--security-opt systempaths=unconfined), or run moat on the host"
 	}
 	return "see the error: it names the setup step that failed"
-}
-
-// reportWidth is the width the text report is wrapped to.
-const reportWidth = 100
-
-// printReport is the compact report: one line per layer with its verdict,
-// then each problem once with its reasons and its fix. --json has every
-// detail (the posture descriptor, each policy's missing limits).
-func printReport(w io.Writer, r *doctorReport) {
-	who := fmt.Sprintf("uid %d", r.User.UID)
-	if r.User.Name != "" {
-		who += " (" + r.User.Name + ")"
-	}
-	if r.User.SubUIDs != "" {
-		who += ", subuid " + r.User.SubUIDs
-	}
-	where := ""
-	if r.UserNS.InContainer {
-		where = ", in a container"
-	}
-	fmt.Fprintf(w, "moat doctor: kernel %s, %s%s\n", r.Kernel, who, where)
-	layer := func(name string, ok bool, verdict, detail string) {
-		if !ok && verdict == "" {
-			verdict = "FAILED"
-		} else if ok {
-			verdict = "ok"
-		}
-		fmt.Fprintln(w, fit(fmt.Sprintf("%-9s %-9s %s", name, verdict, detail)))
-	}
-	layer("userns", r.UserNS.Works, "", "a sandbox starts here"+ifText(!r.UserNS.Works, " (see problems)"))
-	layer("seccomp", r.Seccomp.Usable, "", fmt.Sprintf("libseccomp %s; %d kernel actions", orNone(r.Seccomp.Library), len(r.Seccomp.Actions)))
-	cg := "layout " + r.Cgroups.Layout + "; memory, pids and cpu limits enforced"
-	if d := degradedLimits(r.Cgroups); d != "" {
-		cg = "layout " + r.Cgroups.Layout + "; not enforced: " + d + " (see problems)"
-	}
-	layer("cgroups", r.Cgroups.Fix == "", "degraded", cg)
-	fmt.Fprintln(w, fit(fmt.Sprintf("%-9s %-9s %s", "", "from", r.Cgroups.Source+ifText(r.Cgroups.SourceDetail != "", ": "+r.Cgroups.SourceDetail))))
-	byStatus := map[string][]string{}
-	for _, p := range r.Policies {
-		byStatus[p.Status] = append(byStatus[p.Status], p.Name)
-	}
-	var parts []string
-	worst := ""
-	for _, st := range []string{"full", "degraded", "refused"} {
-		if names := byStatus[st]; len(names) > 0 {
-			parts = append(parts, st+": "+strings.Join(names, " "))
-			if st != "full" {
-				worst = st
-			}
-		}
-	}
-	layer("policies", worst == "", worst, strings.Join(parts, "; "))
-	eok, edetail := egressLine(r.Egress)
-	layer("egress", eok, "", edetail)
-	if r.Posture != nil {
-		fmt.Fprintln(w, fit(fmt.Sprintf("%-9s %-9s %s", "posture", "native", r.Fingerprint)))
-	}
-	if len(r.Problems) == 0 {
-		fmt.Fprintln(w, "no problems found")
-		return
-	}
-	fmt.Fprintln(w, "\nproblems")
-	for _, p := range r.Problems {
-		wrap(w, "  - ", "    ", p.What)
-		wrap(w, "    fix: ", "         ", p.Fix)
-	}
-}
-
-// fit cuts a line to the report's width.
-func fit(s string) string {
-	if len(s) <= reportWidth {
-		return s
-	}
-	return s[:reportWidth-3] + "..."
-}
-
-// wrap prints text wrapped at reportWidth, the first line after first and
-// the others after rest.
-func wrap(w io.Writer, first, rest, text string) {
-	line := first
-	for _, word := range strings.Fields(text) {
-		if len(line)+1+len(word) > reportWidth && strings.TrimSpace(line) != strings.TrimSpace(first) {
-			fmt.Fprintln(w, line)
-			line = rest
-		}
-		if line != first && line != rest {
-			line += " "
-		}
-		line += word
-	}
-	fmt.Fprintln(w, line)
-}
-
-func ifText(cond bool, s string) string {
-	if cond {
-		return s
-	}
-	return ""
-}
-
-func degradedLimits(c cgroupReport) string {
-	var out []string
-	for _, l := range []string{"memory", "pids", "cpu"} {
-		if c.Limits[l] != "enforced" {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, ", ")
 }
 
 func sysctl(name string) string {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/moat-sandbox/moat/policies"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -23,15 +24,23 @@ import (
 // state) is refused whoever names it.
 //
 // Each path is bound by itself, a file as a file: siblings stay hidden. One
-// exception: a file whose path lies below /tmp, in a directory only its
-// owner may write (made for it, as an executor's mkdtemp runner directory
-// is, never /tmp itself), is exposed with its directory. Inside, /tmp is
-// the tool's own writable tmpfs, so a lone file bound there would sit in
-// directories moat creates in that tmpfs: the tool could write beside its
-// script, where on the host it cannot, and lose what it wrote. Bound whole,
-// the directory is read-only as on the host, and a runner finds the
-// modules written beside it. A tool that needs another sibling gets it
-// with --bind.
+// exception: a file the command line itself names (the executable or an
+// argument) whose path lies below /tmp, in a directory only its owner may
+// write and that the caller owns (made for it, as an executor's mkdtemp
+// runner directory is, never /tmp itself), is exposed with its directory.
+// Inside, /tmp is the tool's own writable tmpfs, so a lone file bound there
+// would sit in directories moat creates in that tmpfs: the tool could
+// write beside its script, where on the host it cannot, and lose what it
+// wrote. Bound whole, the directory is read-only as on the host, and a
+// runner finds the modules written beside it. A tool that needs another
+// sibling gets it with --bind.
+//
+// The exception is the caller's consent to a directory, so only what the
+// caller typed earns it: an interpreter named by a script's #! line (the
+// file's contents, perhaps another user's) is bound file by file, else
+// "#!/tmp/<someone's private dir>/x" would show all of that directory;
+// and a file that is a symlink into another directory is bound alone, as
+// the directory its target lies in is not the one the caller named.
 
 // maxInterpreters bounds the #! chain as the kernel does
 // (BINPRM_MAX_RECURSION, fs/exec.c).
@@ -69,6 +78,7 @@ type exposer struct {
 	protected   []string // neverExposed plus the seccomp store
 	hostRoot    bool     // the sandbox's root shows the host system directories
 	scratch     string   // the sandbox's own writable tmpfs, /tmp
+	uid         int      // the caller: a directory exposed whole is one it owns
 	mounts      []specs.Mount
 }
 
@@ -82,6 +92,7 @@ func newExposer(rootfs string, env []string) *exposer {
 		protected:  slices.Clone(neverExposed),
 		hostRoot:   rootfs == "" || rootfs == policies.RootfsHost,
 		scratch:    "/tmp",
+		uid:        os.Geteuid(),
 	}
 	if x.callerPath == "" {
 		x.callerPath = defaultPath
@@ -128,7 +139,7 @@ func (x *exposer) exposeArgv(argv []string) ([]string, []specs.Mount, error) {
 		if _, err := os.Lstat(a); err != nil {
 			continue // not a host path: perhaps one inside the sandbox (/work/out)
 		}
-		if err := x.expose(a); err != nil {
+		if err := x.expose(a, true); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -161,9 +172,10 @@ func (x *exposer) lookPath(name, path string) (string, error) {
 }
 
 // exposeExecutable exposes an executable and, when it is a script, its
-// interpreter, recursively.
+// interpreter, recursively. depth 0 is the command the caller named; the
+// interpreters below it are the scripts' choice.
 func (x *exposer) exposeExecutable(path string, depth int) error {
-	if err := x.expose(path); err != nil {
+	if err := x.expose(path, depth == 0); err != nil {
 		return err
 	}
 	interp, arg, ok, err := shebang(path)
@@ -241,9 +253,9 @@ func envCommand(arg string) string {
 	return ""
 }
 
-// expose plans one read-only bind for a host path the command line names,
-// or refuses it.
-func (x *exposer) expose(p string) error {
+// expose plans one read-only bind for a host path the command line names
+// (typed: by the caller itself, not by a script's #! line), or refuses it.
+func (x *exposer) expose(p string, typed bool) error {
 	clean := filepath.Clean(p)
 	real, err := filepath.EvalSymlinks(clean)
 	if err != nil {
@@ -269,7 +281,7 @@ func (x *exposer) expose(p string) error {
 	if x.hostRoot && x.visible(clean) {
 		dest = real // a link in /usr leading out: make its target resolve
 	}
-	if dir := filepath.Dir(dest); within(dir, x.scratch) && dir != x.scratch && privateDir(filepath.Dir(real)) {
+	if dir := filepath.Dir(dest); typed && within(dir, x.scratch) && dir != x.scratch && x.ownDir(dir, filepath.Dir(real)) {
 		if fi, err := os.Stat(real); err == nil && !fi.IsDir() {
 			real, dest = filepath.Dir(real), dir
 		}
@@ -304,11 +316,24 @@ func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
-// privateDir reports a directory that only its owner may change: not
+// ownDir reports whether a file named in dir (as the command line names
+// it) and lying in real (resolved) may bring its directory: dir resolves to
+// real (the file is not a symlink into another directory), and real is
+// private to the caller.
+func (x *exposer) ownDir(dir, real string) bool {
+	resolved, err := filepath.EvalSymlinks(dir)
+	return err == nil && resolved == real && privateDir(real, x.uid)
+}
+
+// privateDir reports a directory that only its owner, uid, may change: not
 // group- or world-writable, not sticky.
-func privateDir(dir string) bool {
+func privateDir(dir string, uid int) bool {
 	fi, err := os.Stat(dir)
-	return err == nil && fi.IsDir() && fi.Mode().Perm()&0o022 == 0 && fi.Mode()&os.ModeSticky == 0
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 || fi.Mode()&os.ModeSticky != 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == uid
 }
 
 // devNode reports the device nodes every sandbox has at the same path.

@@ -28,7 +28,7 @@ func exposeFixture(t *testing.T) (dir string, x *exposer) {
 	write(filepath.Join(dir, "data.csv"), "a,b", 0o644)
 	return dir, &exposer{callerPath: bin + ":/usr/bin:/bin", sandboxPath: bin + ":/usr/bin:/bin",
 		protected: append(append([]string(nil), neverExposed...), "/var/lib/moat-store"), hostRoot: true,
-		scratch: "/nonexistent-scratch"} // dir is not below it: files are bound alone
+		scratch: "/nonexistent-scratch", uid: os.Geteuid()} // dir is not below it: files are bound alone
 }
 
 func dests(t *testing.T, x *exposer, argv ...string) ([]string, []string) {
@@ -92,12 +92,12 @@ func TestExposeArgvTempDirectory(t *testing.T) {
 	}
 	os.Chmod(dir, 0o1777)
 	x.mounts = nil
-	if _, got := dests(t, x, script); strings.Join(got, " ") != script+" "+filepath.Join(dir, "prefix", "bin") {
-		t.Errorf("shared directory: exposed %q, want the script alone and the interpreter's (private) directory", got)
+	if _, got := dests(t, x, script); strings.Join(got, " ") != script+" "+node {
+		t.Errorf("shared directory: exposed %q, want the script alone and its interpreter alone (the #! line names no directory)", got)
 	}
 	x.scratch = dir
 	x.mounts = nil
-	if _, got := dests(t, x, script); strings.Join(got, " ") != script+" "+filepath.Join(dir, "prefix", "bin") {
+	if _, got := dests(t, x, script); strings.Join(got, " ") != script+" "+node {
 		t.Errorf("directly in the scratch directory: exposed %q, want %q", got, []string{script, node})
 	}
 }
@@ -175,5 +175,96 @@ func TestRunExposeArgv(t *testing.T) {
 	}
 	if r := moat(t, "", "run", "--expose-argv", "--", "/bin/ls", "/proc/self/root"); r.code != exitUsage || !strings.Contains(r.stderr, "never exposes") {
 		t.Errorf("refused path: exit %d, stderr %s", r.code, r.stderr)
+	}
+}
+
+// Issue 28 item 3: only what the caller typed brings its private directory.
+// A script's #! line (its contents, perhaps another user's) names an
+// interpreter in someone's private directory below /tmp, directly or
+// through env: the interpreter is bound alone, never the directory with
+// its secret. Nor does a typed symlink bring the directory of its target,
+// nor (as root) a private directory another user owns.
+func TestExposeArgvOnlyTypedPathsBringTheirDirectory(t *testing.T) {
+	dir, x := exposeFixture(t)
+	x.scratch = dir
+	caller, victim := filepath.Join(dir, "caller"), filepath.Join(dir, "victim")
+	for _, d := range []string{caller, victim} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	interp := filepath.Join(victim, "interp")
+	secret := filepath.Join(victim, "secret")
+	os.WriteFile(interp, []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(secret, []byte("secret"), 0o644)
+	direct := filepath.Join(caller, "direct")
+	os.WriteFile(direct, []byte("#!"+interp+"\n"), 0o755)
+	viaEnv := filepath.Join(caller, "via-env")
+	os.WriteFile(viaEnv, []byte("#!/usr/bin/env interp\n"), 0o755)
+	x.sandboxPath = victim + ":/usr/bin:/bin"
+	link := filepath.Join(caller, "link")
+	os.Symlink(secret, link)
+
+	for _, tc := range []struct {
+		name string
+		argv []string
+		want []string // destination<-source
+	}{
+		{"#! names it", []string{direct}, []string{caller + "<-" + caller, interp + "<-" + interp}},
+		{"#!/usr/bin/env finds it", []string{viaEnv}, []string{caller + "<-" + caller, interp + "<-" + interp}},
+		{"a typed symlink into it", []string{"/bin/cat", link}, []string{link + "<-" + secret}},
+		{"typed, it comes whole", []string{"/bin/cat", secret}, []string{victim + "<-" + victim}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x.mounts = nil
+			if _, _, err := x.exposeArgv(tc.argv); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range x.mounts {
+				got = append(got, m.Destination+"<-"+m.Source)
+			}
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("exposed %q, want %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("another user's private directory", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to give the directory to another user")
+		}
+		if err := os.Chown(victim, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chown(victim, 0, 0)
+		x.mounts = nil
+		if _, _, err := x.exposeArgv([]string{"/bin/cat", secret}); err != nil {
+			t.Fatal(err)
+		}
+		if len(x.mounts) != 1 || x.mounts[0].Destination != secret {
+			t.Errorf("exposed %+v, want %s alone", x.mounts, secret)
+		}
+	})
+}
+
+// End to end, as root and as nobody: a script whose #! interpreter lies in
+// a private directory below /tmp beside a secret runs, and cannot read the
+// secret.
+func TestRunExposeArgvInterpreterKeepsItsDirectory(t *testing.T) {
+	bothIdentities(t)
+	dir := t.TempDir()
+	caller, victim := filepath.Join(dir, "caller"), filepath.Join(dir, "victim")
+	for _, d := range []string{dir, caller, victim} {
+		os.MkdirAll(d, 0o755)
+		os.Chmod(d, 0o755)
+	}
+	interp := filepath.Join(victim, "interp")
+	os.WriteFile(interp, []byte("#!/bin/sh\nexec /bin/sh \"$@\"\n"), 0o755)
+	os.WriteFile(filepath.Join(victim, "secret"), []byte("victim-secret\n"), 0o644)
+	script := filepath.Join(caller, "tool")
+	os.WriteFile(script, []byte("#!"+interp+"\necho ran\ncat "+filepath.Join(victim, "secret")+" 2>/dev/null || echo secret-hidden\n"), 0o755)
+	r := moat(t, "", "run", "--expose-argv", "--", script)
+	if r.code != 0 || r.stdout != "ran\nsecret-hidden\n" {
+		t.Errorf("exit %d, stdout %q, want the script to run and the secret hidden\nstderr %s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -47,26 +47,22 @@ func readmePrefix(t *testing.T, moatPath, workdir string) []string {
 // The README's launcher snippet, verbatim, as the sandbox prefix of the
 // reference's subprocess provider passes the whole kit, isolation and
 // hostile battery included, as root and as nobody. The tool is laid out as
-// the reference's is: a script in one temporary directory whose #!
-// interpreter lives in another (the kit's runner), both outside the
-// sandbox's default binds, and the provider gives moat no PATH. Only
-// --expose-argv makes them visible.
+// the reference's is (`node <mkdtemp>/runner.cjs`): an interpreter from
+// the system directories, /usr/bin/env here, runs the kit's runner, which
+// lies in a temporary directory of its own outside the sandbox's default
+// binds and is named by the command line; the provider gives moat no PATH.
+// Only --expose-argv makes the runner visible, with its directory
+// read-only (checks i2 and i11), as the command line names it. (A #!
+// interpreter in such a directory is bound alone: TestRunExposeArgv*.)
 func TestMoatRunAsSandboxPrefix(t *testing.T) {
 	bothIdentities(t)
 	moatPath := moatBin(t)
 	conformance.Run(t, func(t *testing.T, cfg conformance.Config) executor.Provider {
-		dir := t.TempDir()
-		os.Chmod(dir, 0o755)
-		// Named as the runner: a script's process is called after it.
-		script := filepath.Join(dir, conformance.RunnerName)
-		if err := os.WriteFile(script, []byte("#!"+cfg.Command+"\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
 		prefix := func(workdir string, _ *executor.Request) ([]string, error) {
 			return readmePrefix(t, moatPath, workdir), nil
 		}
 		opts := []subprocess.Option{
-			subprocess.WithCommand(script, cfg.Args...),
+			subprocess.WithCommand("/usr/bin/env", append([]string{cfg.Command}, cfg.Args...)...),
 			subprocess.WithSandbox(prefix),
 			subprocess.WithAllowEnv(cfg.AllowEnv...),
 			subprocess.WithTimeout(cfg.Timeout),

@@ -57,7 +57,7 @@ func TestRunWarningsOnStderr(t *testing.T) {
 	if os.Geteuid() == 0 {
 		return // root has its cgroups here: nothing to warn about
 	}
-	if !strings.Contains(r.stderr, "cgroup limits") {
+	if !strings.Contains(r.stderr, "limits without a cgroup here") {
 		t.Fatalf("as nobody: no cgroup warning in %q", r.stderr)
 	}
 	r = moat(t, "", "run", "--log-format", "json", "--", "/bin/true")

@@ -24,7 +24,7 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 		memory:        fs.String("memory", "", "memory limit, e.g. 256M (default from the policy); swap is off"),
 		pids:          fs.Int64("pids", 0, "process and thread limit (default from the policy)"),
 		cpus:          fs.Float64("cpus", 0, "CPU bandwidth in CPUs, e.g. 0.5 (default from the policy)"),
-		allowDegraded: fs.Bool("allow-degraded", false, "run even when a limit named by --memory, --pids, --cpus or the policy's limits.required cannot be enforced here (the sandbox then has rlimits and the wall-clock kill only)"),
+		allowDegraded: fs.Bool("allow-degraded", false, "run even when a limit named by --memory, --pids, --cpus or the policy's limits.required cannot be enforced here (the sandbox then has what rlimits stand in for it, RLIMIT_DATA per process and RLIMIT_NPROC, and the wall-clock kill)"),
 	}
 }
 
@@ -51,8 +51,9 @@ func (l *limitFlags) apply(pol *policies.Policy) {
 // requiredLimits is what `moat run` must enforce or refuse to run: a limit
 // typed on the command line is a requirement, not a wish, and so is what the
 // policy's limits.required names. With --allow-degraded the user accepts
-// running without any of them (rlimits and the wall-clock kill only); the
-// policy's other limits may always degrade, with a warning.
+// running without any of them (with the rlimits that stand in for them and
+// the wall-clock kill); the policy's other limits may always degrade, with a
+// warning.
 func requiredLimits(fromPolicy []string, memory, pids, cpus, allowDegraded bool) []string {
 	if allowDegraded {
 		return nil

@@ -145,6 +145,9 @@ Flags:
 		if argv, exposed, err = newExposer(pol.Rootfs, env).exposeArgv(argv); err != nil {
 			return exposeStatus(err, stderr)
 		}
+		for _, w := range exposedSocketWarnings(exposed) {
+			fmt.Fprintln(stderr, w)
+		}
 		mounts = append(mounts, exposed...)
 	}
 

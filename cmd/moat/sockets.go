@@ -18,48 +18,66 @@ import (
 // the point); it says so.
 func socketWarnings(mounts []specs.Mount, workdir string) []string {
 	var out []string
-	check := func(what, src string) {
-		fi, err := os.Stat(src)
-		if err != nil {
-			return // the mount itself reports a missing source
-		}
-		if fi.Mode().Type() == fs.ModeSocket {
-			out = append(out, fmt.Sprintf("moat run: warning: %s is a unix socket: the tool can connect to it, even with --net none", what))
-			return
-		}
-		if !fi.IsDir() {
-			return
-		}
-		entries, err := os.ReadDir(src)
-		if err != nil {
-			return
-		}
-		var names []string
-		for _, e := range entries {
-			if e.Type() == fs.ModeSocket {
-				names = append(names, filepath.Join(src, e.Name()))
-			}
-		}
-		switch len(names) {
-		case 0:
-		case 1:
-			out = append(out, fmt.Sprintf("moat run: warning: %s holds the unix socket %s: the tool can connect to it, even with --net none", what, names[0]))
-		default:
-			shown := strings.Join(names[:min(len(names), 3)], ", ")
-			if len(names) > 3 {
-				shown += ", ..."
-			}
-			out = append(out, fmt.Sprintf("moat run: warning: %s holds %d unix sockets (%s): the tool can connect to them, even with --net none",
-				what, len(names), shown))
-		}
-	}
 	for _, m := range mounts {
 		if m.Type == "bind" || m.Type == "" {
-			check("bind source "+m.Source, m.Source)
+			out = appendSocketWarning(out, "bind source "+m.Source, m.Source)
 		}
 	}
 	if workdir != "" {
-		check("--workdir "+workdir, workdir)
+		out = appendSocketWarning(out, "--workdir "+workdir, workdir)
+	}
+	return out
+}
+
+// exposedSocketWarnings is socketWarnings for the binds --expose-argv
+// planned: a socket the command line names, or one in a directory it
+// exposes whole, is as reachable as one --bind names.
+func exposedSocketWarnings(mounts []specs.Mount) []string {
+	var out []string
+	for _, m := range mounts {
+		what := "--expose-argv " + m.Destination
+		if m.Source != m.Destination {
+			what += " (" + m.Source + ")"
+		}
+		out = appendSocketWarning(out, what, m.Source)
+	}
+	return out
+}
+
+// appendSocketWarning appends the warning for src, described as what, when
+// it is a unix socket or directly holds one.
+func appendSocketWarning(out []string, what, src string) []string {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return out // the mount itself reports a missing source
+	}
+	if fi.Mode().Type() == fs.ModeSocket {
+		return append(out, fmt.Sprintf("moat run: warning: %s is a unix socket: the tool can connect to it, even with --net none", what))
+	}
+	if !fi.IsDir() {
+		return out
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return out
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Type() == fs.ModeSocket {
+			names = append(names, filepath.Join(src, e.Name()))
+		}
+	}
+	switch len(names) {
+	case 0:
+	case 1:
+		out = append(out, fmt.Sprintf("moat run: warning: %s holds the unix socket %s: the tool can connect to it, even with --net none", what, names[0]))
+	default:
+		shown := strings.Join(names[:min(len(names), 3)], ", ")
+		if len(names) > 3 {
+			shown += ", ..."
+		}
+		out = append(out, fmt.Sprintf("moat run: warning: %s holds %d unix sockets (%s): the tool can connect to them, even with --net none",
+			what, len(names), shown))
 	}
 	return out
 }

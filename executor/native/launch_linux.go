@@ -27,6 +27,7 @@ type launcher struct {
 	cgroups    *cgroups.Manager
 	ownCgroups bool
 	cgPosture  cgroups.Posture
+	limits     []LimitState // how each of the policy's limits holds (standin.go)
 	onUsage    func(*executor.Request, cgroups.Usage)
 	logger     *slog.Logger
 	pool       *pool
@@ -86,11 +87,15 @@ func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Pr
 // leaf creates the dispatch's cgroup leaf when the policy sets limits this
 // host enforces, and returns the nsexec options that put the child in it,
 // and what to call once the child was started (it closes descriptors that
-// only the start needs).
+// only the start needs). A leaf holds what its manager enforces even when
+// another limit is missing (memory and pids without the cpu controller):
+// the posture says that limit alone degrades, and a required one was
+// refused in New.
 func (l *launcher) leaf() (*cgroups.Leaf, []nsexec.Option, func(), error) {
 	opts := append([]nsexec.Option(nil), l.nsexec...)
 	noop := func() {}
-	if l.cgroups == nil || l.resources == nil || l.cgPosture.Degraded() {
+	p := l.cgPosture
+	if l.cgroups == nil || l.resources == nil || !(p.Memory.Enforced || p.Pids.Enforced || p.CPU.Enforced) {
 		return nil, opts, noop, nil
 	}
 	leaf, err := l.cgroups.Create(uuid.NewString(), l.resources)

@@ -111,11 +111,7 @@ func lower(o *options) (*launcher, executor.Config, error) {
 			route.proxy.Close()
 		}
 	}()
-	digest, err := digestTemplate(&tmpl)
-	if err != nil {
-		return nil, cfg, err
-	}
-	l := &launcher{tmpl: tmpl, tmplDigest: digest, nsexec: o.nsexec, onUsage: o.onUsage, logger: o.logger, egress: route}
+	l := &launcher{tmpl: tmpl, nsexec: o.nsexec, onUsage: o.onUsage, logger: o.logger, egress: route}
 	res, err := resources(pol)
 	if err != nil {
 		return nil, cfg, err
@@ -124,8 +120,37 @@ func lower(o *options) (*launcher, executor.Config, error) {
 	if err := setupCgroups(l, o, pol); err != nil {
 		return nil, cfg, err
 	}
+	// What no cgroup holds, an rlimit stands in for where one can
+	// (standin.go); the template, and so its digest, carries it.
+	if l.limits, l.tmpl.Rlimits, err = standIns(pol, l.cgroupHolds, hostHard, nprocPerUserNS()); err == nil {
+		l.tmplDigest, err = digestTemplate(&l.tmpl)
+	}
+	if err != nil {
+		if l.ownCgroups {
+			l.cgroups.Close()
+		}
+		return nil, cfg, err
+	}
+	if text := unheld(l.limits); text != "" {
+		// The why of each, and the fix, for `moat doctor` and the
+		// machine-readable log formats.
+		var attrs []any
+		for _, s := range l.limits {
+			if s.State != executor.LimitEnforced {
+				attrs = append(attrs, s.Name, s.Reason)
+			}
+		}
+		o.logger.Warn("limits without a cgroup here: "+text, append(attrs, "fix", l.cgPosture.Fix)...)
+	}
 	ok = true
 	return l, cfg, nil
+}
+
+// cgroupHolds reports whether the dispatch's cgroup leaf holds a limit,
+// and if not why.
+func (l *launcher) cgroupHolds(lim cgroups.Limit) (bool, string) {
+	lp := l.cgPosture.Of(lim)
+	return l.cgroups != nil && lp.Enforced, lp.Reason
 }
 
 // lowerMounts copies the policy's mounts for nsexec, whose tmpfs size= and
@@ -237,11 +262,8 @@ func setupCgroups(l *launcher, o *options, pol *policies.Policy) error {
 		return &executor.Error{Code: executor.CodeConfig, Err: err,
 			Message: fmt.Sprintf("native: policy %q requires limits this host cannot enforce: %v", pol.Name, err)}
 	}
-	// Only limits nobody required reach here: they degrade, with a warning.
-	if l.resources != nil && (l.cgroups == nil || l.cgPosture.Degraded()) {
-		o.logger.Warn("cgroup limits are not (fully) enforced on this host; running with rlimits and the wall-clock kill",
-			"memory", l.cgPosture.Memory.Reason, "pids", l.cgPosture.Pids.Reason, "cpu", l.cgPosture.CPU.Reason, "fix", l.cgPosture.Fix)
-	}
+	// Only limits nobody required reach here: they degrade, to an rlimit
+	// where one stands in, with a warning (lower).
 	return nil
 }
 

@@ -265,6 +265,10 @@ func (p *Provider) Config() executor.Config { return p.pipeline.Config() }
 // Cgroups reports what the provider enforces through cgroups on this host.
 func (p *Provider) Cgroups() cgroups.Posture { return p.launcher.cgPosture }
 
+// Limits says how each memory, pids and cpu limit of the policy holds on
+// this host: by the cgroup, by an rlimit standing in for it, or not at all.
+func (p *Provider) Limits() []LimitState { return append([]LimitState(nil), p.launcher.limits...) }
+
 // PoolStats reports what the warm pool did; the zero value without one.
 func (p *Provider) PoolStats() PoolStats {
 	if p.launcher.pool == nil {

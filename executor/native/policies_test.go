@@ -128,10 +128,11 @@ func TestRequiredLimitsRefuseWithoutDelegation(t *testing.T) {
 // returns the parent its moat should create leaves under (for
 // cgroups.WithParent) and, on cgroup v2, the group nobody's process must be
 // born in ("" on v1). On v1 a group below this process's cgroup in each
-// hierarchy is chowned with its files, as an administrator would; on v2 a
-// group below the root is, with a runner group for the process, as systemd's
+// hierarchy is chowned with its files, as an administrator would (only in
+// the hierarchies of controllers, when given; v1 alone); on v2 a group
+// below the root is, with a runner group for the process, as systemd's
 // Delegate= does. Everything is removed at the end.
-func delegateToNobody(t *testing.T) (parent, runner string) {
+func delegateToNobody(t *testing.T, controllers ...string) (parent, runner string) {
 	t.Helper()
 	h, err := cgroups.Detect()
 	if err != nil {
@@ -151,6 +152,11 @@ func delegateToNobody(t *testing.T) (parent, runner string) {
 		}
 		t.Cleanup(func() { removeCgroupTree(dir) })
 	}
+	if len(controllers) == 0 {
+		controllers = []string{"memory", "pids", "cpu"}
+	} else if h.Layout == cgroups.Unified {
+		t.Fatal("delegateToNobody: a choice of controllers is for cgroup v1 hierarchies")
+	}
 	if h.Layout == cgroups.Unified {
 		deleg := filepath.Join(h.Unified, name)
 		runner = filepath.Join(deleg, "runner")
@@ -161,7 +167,7 @@ func delegateToNobody(t *testing.T) (parent, runner string) {
 		}
 		return "/" + name + "/moat", runner
 	}
-	for _, c := range []string{"memory", "pids", "cpu"} {
+	for _, c := range controllers {
 		self, ok := h.Self[c]
 		if !ok {
 			continue

@@ -42,22 +42,8 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *exe
 			n.CgroupSource = string(l.cgPosture.Source)
 		}
 	}
-	for _, lim := range []struct {
-		name  string
-		limit cgroups.Limit
-		set   bool
-	}{
-		{"memory", cgroups.Memory, pol.Limits.Memory != ""},
-		{"pids", cgroups.Pids, pol.Limits.Pids > 0},
-		{"cpu", cgroups.CPU, pol.Limits.CPUs > 0},
-	} {
-		if !lim.set {
-			continue
-		}
-		n.Limits[lim.name] = executor.LimitDegraded
-		if l.cgroups != nil && l.cgPosture.Of(lim.limit).Enforced {
-			n.Limits[lim.name] = executor.LimitEnforced
-		}
+	for _, s := range l.limits {
+		n.Limits[s.Name] = s.State
 	}
 	inUID, inGID := uint32(nsexec.DefaultUID), uint32(nsexec.DefaultGID)
 	if pol.Identity != nil {
