@@ -22,10 +22,10 @@ func (w *walker) judgeDir(path string, st *unix.Stat_t) (taint string, shared bo
 	switch {
 	case !w.trusts(st.Uid):
 		return fmt.Sprintf("%s is owned by uid %d%s, who can change what is in it", path, st.Uid, w.notTrusted()), false
-	case st.Mode&0o020 != 0 && !sticky:
-		return fmt.Sprintf("%s can be written by group %d (mode %#o)", path, st.Gid, st.Mode&0o7777), false
 	case st.Mode&0o002 != 0 && !sticky:
 		return fmt.Sprintf("%s can be written by everyone (mode %#o)", path, st.Mode&0o7777), false
+	case st.Mode&0o020 != 0 && !sticky:
+		return fmt.Sprintf("%s can be written by group %d (mode %#o)", path, st.Gid, st.Mode&0o7777), false
 	}
 	return "", sticky && st.Mode&0o022 != 0
 }
