@@ -245,7 +245,7 @@ func envCommand(arg string) string {
 // or refuses it.
 func (x *exposer) expose(p string) error {
 	clean := filepath.Clean(p)
-	real, err := filepath.EvalSymlinks(clean)
+	real, err := resolveExposed(clean)
 	if err != nil {
 		return &ExposeError{Path: p, Reason: "cannot be resolved: " + errText(err)}
 	}

@@ -233,3 +233,24 @@ func TestOpenCreates(t *testing.T) {
 		}
 	})
 }
+
+// TestProcMagicLinksNotFollowed: /proc/self is a plain link, followed;
+// /proc/self/root, /proc/self/cwd and /proc/self/fd/N are magic links
+// (the kernel jumps to the process's file, whatever readlink says), never
+// followed, as openat2 RESOLVE_NO_MAGICLINKS.
+func TestProcMagicLinksNotFollowed(t *testing.T) {
+	fd, real, err := Open("/proc/self/status", unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatalf("/proc/self/status: %v", err)
+	}
+	unix.Close(fd)
+	if real != fmt.Sprintf("/proc/%d/status", os.Getpid()) {
+		t.Fatalf("/proc/self/status resolved to %s", real)
+	}
+	for _, p := range []string{"/proc/self/root/etc", "/proc/self/cwd", "/proc/self/fd/0", "/proc/self/ns/net", "/proc/thread-self/root"} {
+		var le *LinkError
+		if _, _, err := Open(p, unix.O_PATH, 0); !errors.As(err, &le) || !strings.Contains(le.Reason, "magic") {
+			t.Errorf("%s: %v, want a magic link refused", p, err)
+		}
+	}
+}

@@ -35,6 +35,12 @@ func (w *walker) judgeLink(top *level, st *unix.Stat_t) string {
 	switch {
 	case top.taint != "":
 		return top.taint
+	case magic(top.fd):
+		// /proc/<pid>/{root,cwd,exe,fd/N,ns/*}: the kernel jumps to the
+		// process's own file (nd_jump_link), which the text readlink(2)
+		// gives need not name; as openat2(2) RESOLVE_NO_MAGICLINKS, none
+		// is followed.
+		return "it is a /proc magic link, which names a process's open file, not a path"
 	case !w.trusts(st.Uid):
 		return fmt.Sprintf("its owner is uid %d%s", st.Uid, w.notTrusted())
 	case top.shared && st.Nlink != 1:
@@ -51,4 +57,20 @@ func (w *walker) notTrusted() string {
 		return ", not root"
 	}
 	return fmt.Sprintf(", neither root nor you (uid %d)", w.euid)
+}
+
+// procRootIno is the inode of procfs's root (PROC_ROOT_INO,
+// fs/proc/internal.h), the only procfs directory whose links (self,
+// thread-self, mounts, net) are plain ones.
+const procRootIno = 1
+
+// magic reports whether links in the directory open at dir are /proc
+// magic links: it is on procfs, below its root.
+func magic(dir int) bool {
+	var fs unix.Statfs_t
+	if unix.Fstatfs(dir, &fs) != nil || fs.Type != unix.PROC_SUPER_MAGIC {
+		return false
+	}
+	var st unix.Stat_t
+	return unix.Fstat(dir, &st) != nil || st.Ino != procRootIno
 }
