@@ -61,7 +61,11 @@
 //
 // # How
 //
-// The walk is by descriptor and never looks a name up twice: each
+// A path with no symlink in it is opened in one openat2(2) with
+// RESOLVE_NO_SYMLINKS (the rule judges links only; about 4 µs, as before
+// this package). Any other goes to the walk (about 55 µs for a
+// nine-component path with one link; BenchmarkOpen), which is by
+// descriptor and never looks a name up twice: each
 // component is opened with openat(2) O_PATH|O_NOFOLLOW relative to the
 // descriptor of the directory before it, judged by fstat(2) of that
 // descriptor, and a link's target is read with readlinkat(2) on the link's

@@ -201,9 +201,26 @@ func TestOpenCreates(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(d, "a", "b", "new")); err != nil || real != filepath.Join(d, "a", "b", "new") {
 			t.Fatalf("created at %s: %v", real, err)
 		}
-		// O_EXCL never follows the last component, as open(2).
+		// O_EXCL never follows the last component, as open(2), not even a
+		// dangling link of the caller's.
 		if _, _, err := Open(filepath.Join(d, "mine"), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600); !errors.Is(err, os.ErrExist) {
 			t.Fatalf("O_EXCL on a link: %v, want EEXIST", err)
+		}
+		os.Symlink("a/b/dangling", filepath.Join(d, "dangling"))
+		if _, _, err := Open(filepath.Join(d, "dangling"), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600); !errors.Is(err, os.ErrExist) {
+			t.Fatalf("O_EXCL on a dangling link: %v, want EEXIST", err)
+		}
+		if _, err := os.Lstat(filepath.Join(d, "a", "b", "dangling")); err == nil {
+			t.Fatal("O_EXCL created the file a dangling link names")
+		}
+		// Without O_EXCL a trusted dangling link is followed, as open(2).
+		fd, _, err = Open(filepath.Join(d, "dangling"), unix.O_WRONLY|unix.O_CREAT, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd)
+		if _, err := os.Lstat(filepath.Join(d, "a", "b", "dangling")); err != nil {
+			t.Fatalf("O_CREAT through the caller's own dangling link: %v", err)
 		}
 		// A missing directory is an *os.PathError naming it.
 		_, _, err = Open(filepath.Join(d, "none", "x"), unix.O_RDONLY, 0)

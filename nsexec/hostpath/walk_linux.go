@@ -5,6 +5,7 @@ package hostpath
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -48,12 +49,51 @@ func CreateDirs(perm uint32) Option {
 // A link the rule refuses is a *LinkError; a component that is missing or
 // not a directory is an *os.PathError naming it.
 func Open(path string, flags int, mode uint32, opts ...Option) (int, string, error) {
-	w, parts, err := begin(path, opts)
+	abs, err := absolute(path)
+	if err != nil {
+		return -1, "", err
+	}
+	if fd, err := direct(abs, flags, mode); err == nil {
+		return fd, filepath.Clean(abs), nil
+	}
+	w, parts, err := begin(path, abs, opts)
 	if err != nil {
 		return -1, "", err
 	}
 	defer w.close()
 	return w.walk(parts, flags, mode)
+}
+
+// absolute is path from /: a relative one is taken from the current
+// directory as getcwd(2) names it (not os.Getwd, which trusts $PWD, and
+// $PWD may name a link). It is not cleaned: ".." is the walk's to resolve.
+func absolute(path string) (string, error) {
+	if path == "" {
+		return "", &os.PathError{Op: "open", Path: path, Err: unix.ENOENT}
+	}
+	if path[0] == '/' {
+		return path, nil
+	}
+	cwd, err := unix.Getwd()
+	if err != nil {
+		return "", &os.PathError{Op: "getcwd", Path: path, Err: err}
+	}
+	return cwd + "/" + path, nil
+}
+
+// direct opens path if no component of it is a symlink, in one
+// openat2(2) with RESOLVE_NO_SYMLINKS (Linux 5.6): the rule judges links
+// only, so such a path is opened as it is, and without a link ".." is the
+// lexical parent, so the path resolved is the clean one. It is the common
+// case and costs one system call where the walk costs two a component; any
+// error (a link: ELOOP; a missing component; an old kernel) leaves the
+// path to the walk, which says precisely what is wrong.
+func direct(abs string, flags int, mode uint32) (int, error) {
+	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	if flags&unix.O_CREAT != 0 {
+		how.Mode = uint64(mode)
+	}
+	return unix.Openat2(unix.AT_FDCWD, abs, how)
 }
 
 // OpenParent resolves all but the last component of path by the rule and
@@ -100,21 +140,10 @@ type walker struct {
 	retries int
 }
 
-func begin(path string, opts []Option) (*walker, []string, error) {
+func begin(path, abs string, opts []Option) (*walker, []string, error) {
 	w := &walker{given: path, euid: uint32(os.Geteuid())}
 	for _, o := range opts {
 		o(&w.cfg)
-	}
-	if path == "" {
-		return nil, nil, &os.PathError{Op: "open", Path: path, Err: unix.ENOENT}
-	}
-	if path[0] != '/' {
-		// getcwd(2), not os.Getwd: that trusts $PWD, which may name a link.
-		cwd, err := unix.Getwd()
-		if err != nil {
-			return nil, nil, &os.PathError{Op: "getcwd", Path: path, Err: err}
-		}
-		path = cwd + "/" + path
 	}
 	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -127,7 +156,7 @@ func begin(path string, opts []Option) (*walker, []string, error) {
 	}
 	taint, shared := w.judgeDir("/", &st)
 	w.stack = []level{{fd: fd, path: "/", taint: taint, shared: shared}}
-	return w, strings.Split(path[1:], "/"), nil
+	return w, strings.Split(abs[1:], "/"), nil
 }
 
 func (w *walker) close() {
@@ -176,6 +205,11 @@ func (w *walker) walk(parts []string, flags int, mode uint32) (int, string, erro
 			return -1, "", err
 		}
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if last && flags&(unix.O_CREAT|unix.O_EXCL) == unix.O_CREAT|unix.O_EXCL {
+				// As open(2): O_EXCL follows no link, a dangling one included.
+				unix.Close(fd)
+				return -1, "", &os.PathError{Op: "open", Path: join(top.path, name), Err: unix.EEXIST}
+			}
 			target, err := w.follow(top, name, fd, st)
 			unix.Close(fd)
 			if err != nil {
