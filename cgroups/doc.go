@@ -88,4 +88,17 @@
 // start time (field 22 of /proc/<pid>/stat, proc(5)) defends against pid
 // reuse: a leaf is stale when no process with that pid and that start time
 // exists. Only names of that form are ever touched.
+//
+// # Symlinks
+//
+// The directories made and written here meet the rule of nsexec/hostpath
+// (a symlink is followed only if root or the caller could have planted it)
+// by construction rather than by a walk: each path is a mountpoint as the
+// kernel prints it in /proc/self/mountinfo (resolved, with no link in it:
+// /sys/fs/cgroup/cpu,cpuacct, never the cpu link to it), joined with this
+// process's cgroup from /proc/self/cgroup and a parent that checkParent
+// holds to clean names without "..", so every component below the
+// mountpoint lies in cgroupfs, where no one, root included, can create a
+// symlink (kernfs offers no symlink operation: EPERM), and the components
+// above it are the directories mountpoints sit in (/sys/fs/cgroup, root's).
 package cgroups

@@ -23,9 +23,11 @@ const (
 	// ProblemNotLedger: the file holds something that is not a ledger; it
 	// is refused rather than "repaired".
 	ProblemNotLedger
-	// ProblemSymlink: the path's final component is a symbolic link. It is
-	// never followed: a link planted there would have rows written into
-	// whatever file it names. Name the file itself.
+	// ProblemSymlink: the path's final component is a symbolic link, which
+	// is never followed (a link planted there would have rows written into
+	// whatever file it names), or a directory on the way is a link that
+	// someone other than root or the caller could have planted (Err is then
+	// the *hostpath.LinkError naming it). Name the file itself.
 	ProblemSymlink
 )
 

@@ -37,6 +37,8 @@ import (
 type JSONL struct {
 	path  string
 	f     *os.File
+	dir   int    // the file's directory (O_PATH), where the repair lock goes
+	name  string // the file's name in dir
 	now   func() Millis
 	fsync bool
 	log   *slog.Logger
@@ -126,6 +128,7 @@ func (l *JSONL) Close() error {
 		return nil
 	}
 	l.closed = true
+	unix.Close(l.dir)
 	return l.f.Close()
 }
 

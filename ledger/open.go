@@ -13,53 +13,83 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	"golang.org/x/sys/unix"
 )
 
 // Open opens the ledger at path for appending, creating it (mode 0600) if
 // it does not exist. It refuses, with a *FileError and without writing a
-// byte, a path whose directory is missing, a symbolic link (the final
-// component is never followed), anything but a regular file, a
-// file owned by another user or writable by group or others (anyone who
-// can write it can forge or erase rows), and a file that is not a ledger:
-// its first line must be a ledger row, or the torn beginning of one. Open
-// never repairs anything; the first append does.
+// byte, a path whose directory is missing, a symbolic link in the final
+// component (never followed) or on the way to the file's directory that
+// someone other than root or the caller could have planted (see
+// openDir), anything but a regular file, a file owned by another user or
+// writable by group or others (anyone who can write it can forge or erase
+// rows), and a file that is not a ledger: its first line must be a ledger
+// row, or the torn beginning of one. Open never repairs anything; the
+// first append does.
 func Open(path string, opts ...Option) (*JSONL, error) {
 	l := &JSONL{path: path, now: defaultNow, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(l)
 	}
-	f, created, err := openFile(path)
+	dir, name, err := openDir(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFile(path, f); err != nil {
-		f.Close()
-		return nil, err
+	f, created, err := openFile(path, dir, name)
+	if err == nil {
+		err = checkFile(path, f)
 	}
-	if err := clearNonblock(path, f); err != nil {
-		f.Close()
-		return nil, err
+	if err == nil {
+		err = clearNonblock(path, f)
 	}
-	if created && l.fsync {
-		if err := syncDir(filepath.Dir(path)); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	if err == nil && created && l.fsync {
+		if err = syncDir(dir); err != nil {
+			err = fmt.Errorf("open ledger %s: fsync its directory: %w", path, err)
 		}
 	}
-	if !created {
-		if err := checkLedger(path, f); err != nil {
-			f.Close()
-			return nil, err
-		}
+	if err == nil && !created {
+		err = checkLedger(path, f)
 	}
-	l.f = f
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		unix.Close(dir)
+		return nil, err
+	}
+	l.f, l.dir, l.name = f, dir, name
 	return l, nil
 }
 
-// openFile opens path read-write in append mode: O_APPEND makes every
-// write land at the current end of file atomically with the write, and
-// reads (pread) serve the tail repair. O_EXCL first tells whether this
+// openDir opens the directory of the ledger at path and returns it with
+// the file's name in it. The directory is resolved by the rule of
+// nsexec/hostpath: a symbolic link on the way is followed only if root or
+// the caller could have planted it (owned by one of them, in directories
+// no one else can write), so a link another user left in a shared
+// directory cannot point the ledger, or its repair lock, at a file of
+// theirs or at one the caller did not mean. The file and the lock are then
+// opened, created and removed relative to this descriptor, never by path.
+func openDir(path string) (int, string, error) {
+	dir, _, name, err := hostpath.OpenParent(path)
+	if err == nil {
+		return dir, name, nil
+	}
+	var le *hostpath.LinkError
+	switch {
+	case errors.As(err, &le):
+		return -1, "", &FileError{Path: path, Problem: ProblemSymlink, Err: err}
+	case errors.Is(err, syscall.EISDIR):
+		return -1, "", &FileError{Path: path, Problem: ProblemNotRegular, Detail: "a directory", Err: err}
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return -1, "", &FileError{Path: path, Problem: ProblemNoDirectory, Detail: filepath.Dir(path), Err: err}
+	}
+	return -1, "", fmt.Errorf("open ledger %s: %w", path, err)
+}
+
+// openFile opens name in dir read-write in append mode: O_APPEND makes
+// every write land at the current end of file atomically with the write,
+// and reads (pread) serve the tail repair. O_EXCL first tells whether this
 // call created the file, which decides the directory fsync.
 //
 // Neither open follows a symbolic link in the final component: O_EXCL
@@ -71,32 +101,31 @@ func Open(path string, opts ...Option) (*JSONL, error) {
 // FIFO from waiting for a writer and O_NOCTTY keeps a terminal from
 // becoming ours; checkFile then refuses both, and clearNonblock undoes
 // O_NONBLOCK on the regular file that is left.
-func openFile(path string) (f *os.File, created bool, err error) {
-	const flags = os.O_RDWR | os.O_APPEND | syscall.O_CLOEXEC | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_NOCTTY
-	f, err = os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, 0o600)
+func openFile(path string, dir int, name string) (f *os.File, created bool, err error) {
+	const flags = unix.O_RDWR | unix.O_APPEND | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY
+	fd, err := unix.Openat(dir, name, flags|unix.O_CREAT|unix.O_EXCL, 0o600)
 	if err == nil {
-		return f, true, nil
+		return os.NewFile(uintptr(fd), path), true, nil
 	}
-	if errors.Is(err, fs.ErrExist) {
-		f, err = os.OpenFile(path, flags, 0)
+	if err == unix.EEXIST {
+		fd, err = unix.Openat(dir, name, flags, 0)
 		if err == nil {
-			return f, false, nil
+			return os.NewFile(uintptr(fd), path), false, nil
 		}
 	}
-	return nil, false, openError(path, err)
+	return nil, false, openError(path, dir, name, err)
 }
 
 // openError turns a failed open of a ledger path into a *FileError where
 // the errno says what the path is.
-func openError(path string, err error) error {
+func openError(path string, dir int, name string, err error) error {
 	switch {
 	case errors.Is(err, syscall.ELOOP):
-		// O_NOFOLLOW on a symbolic link (or a loop in the directories).
+		// O_NOFOLLOW on a symbolic link.
 		detail := "give the path of the file itself"
-		if target, lerr := os.Readlink(path); lerr == nil {
-			detail = "it points to " + strconv.Quote(target) + "; " + detail
-		} else if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink == 0 {
-			detail = "too many symbolic links in its directories"
+		buf := make([]byte, 4096)
+		if n, lerr := unix.Readlinkat(dir, name, buf); lerr == nil {
+			detail = "it points to " + strconv.Quote(string(buf[:n])) + "; " + detail
 		}
 		return &FileError{Path: path, Problem: ProblemSymlink, Detail: detail, Err: err}
 	case errors.Is(err, syscall.EISDIR):
@@ -104,7 +133,7 @@ func openError(path string, err error) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return &FileError{Path: path, Problem: ProblemNoDirectory, Detail: filepath.Dir(path), Err: err}
 	}
-	return fmt.Errorf("open ledger %s: %w", path, err)
+	return fmt.Errorf("open ledger %s: %w", path, &os.PathError{Op: "open", Path: path, Err: err})
 }
 
 // clearNonblock puts a checked regular file back in blocking mode (the
@@ -202,15 +231,13 @@ func checkTornStart(path string, line []byte, lineNo int) error {
 }
 
 // syncDir makes a new directory entry durable (fsync(2): syncing the file
-// does not sync the entry that names it).
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+// does not sync the entry that names it). dir is an O_PATH descriptor,
+// which fsync refuses, so the directory is reopened through it.
+func syncDir(dir int) error {
+	fd, err := unix.Openat(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return &os.PathError{Op: "fsync", Path: dir, Err: err}
-	}
-	return nil
+	defer unix.Close(fd)
+	return unix.Fsync(fd)
 }

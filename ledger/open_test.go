@@ -315,9 +315,15 @@ func TestRepairLockIsNotFollowed(t *testing.T) {
 	if err := os.Symlink(mine, link); err != nil {
 		t.Fatal(err)
 	}
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
 	for _, p := range []string{fifo, link} {
+		lk := repairLock{dir: dfd, name: filepath.Base(p), path: p}
 		done := make(chan string, 1)
-		go func() { got, _ := readLock(p, len("token")); done <- got }()
+		go func() { got, _ := lk.read(len("token")); done <- got }()
 		select {
 		case got := <-done:
 			if got == "token" {
@@ -326,7 +332,7 @@ func TestRepairLockIsNotFollowed(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("reading the lock %s blocked", p)
 		}
-		release(p, "token")
+		lk.release("token")
 		if _, err := os.Lstat(p); err != nil {
 			t.Fatalf("release removed a lock that is not ours: %v", err)
 		}

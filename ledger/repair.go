@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -46,18 +44,30 @@ func (l *JSONL) repair() error {
 	if err != nil || !dirty {
 		return err
 	}
-	lockPath := l.path + ".repair-lock"
+	lk := repairLock{dir: l.dir, name: l.name + lockSuffix, path: l.path + lockSuffix}
 	token := fmt.Sprintf("%d-%s", os.Getpid(), uuid.NewString())
 	for {
-		if err := l.acquire(lockPath, token); err != nil {
+		if err := l.acquire(lk, token); err != nil {
 			return err
 		}
-		again, err := l.repairHeld(lockPath, token)
-		release(lockPath, token)
+		again, err := l.repairHeld(lk, token)
+		lk.release(token)
 		if err != nil || !again {
 			return err
 		}
 	}
+}
+
+// lockSuffix names the repair lock after the ledger file.
+const lockSuffix = ".repair-lock"
+
+// repairLock is the lock file: created, read, stat'ed and removed relative
+// to the ledger's directory descriptor (Open resolved it once, see
+// openDir), never through its path, which someone could redirect.
+type repairLock struct {
+	dir  int
+	name string
+	path string // for messages
 }
 
 // tornTail reports whether the file is non-empty and does not end in "\n".
@@ -77,32 +87,34 @@ func (l *JSONL) tornTail() (bool, error) {
 	return last[0] != '\n', nil
 }
 
-func (l *JSONL) acquire(lockPath, token string) error {
+func (l *JSONL) acquire(lk repairLock, token string) error {
 	for {
-		lf, err := os.OpenFile(lockPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, 0o600)
+		fd, err := unix.Openat(lk.dir, lk.name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err == nil {
+			lf := os.NewFile(uintptr(fd), lk.path)
 			_, werr := lf.WriteString(token)
 			cerr := lf.Close()
 			if werr = errors.Join(werr, cerr); werr != nil {
-				os.Remove(lockPath)
-				return fmt.Errorf("take repair lock %s: %w", lockPath, werr)
+				unix.Unlinkat(lk.dir, lk.name, 0)
+				return fmt.Errorf("take repair lock %s: %w", lk.path, werr)
 			}
 			return nil
 		}
-		if !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("take repair lock %s: %w", lockPath, err)
+		if err != unix.EEXIST {
+			return fmt.Errorf("take repair lock %s: %w", lk.path, err)
 		}
-		fi, err := os.Lstat(lockPath)
-		if errors.Is(err, fs.ErrNotExist) {
+		var st unix.Stat_t
+		err = unix.Fstatat(lk.dir, lk.name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.ENOENT {
 			continue // released between the create and the stat
 		}
 		if err != nil {
-			return fmt.Errorf("take repair lock %s: %w", lockPath, err)
+			return fmt.Errorf("take repair lock %s: %w", lk.path, err)
 		}
-		if age := time.Since(fi.ModTime()); age > lockTTL || age < -lockTTL {
-			l.log.Warn("stealing stale ledger repair lock", "lock", lockPath, "age", age)
-			if err := os.Remove(lockPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("steal repair lock %s: %w", lockPath, err)
+		if age := time.Since(time.Unix(st.Mtim.Unix())); age > lockTTL || age < -lockTTL {
+			l.log.Warn("stealing stale ledger repair lock", "lock", lk.path, "age", age)
+			if err := unix.Unlinkat(lk.dir, lk.name, 0); err != nil && err != unix.ENOENT {
+				return fmt.Errorf("steal repair lock %s: %w", lk.path, err)
 			}
 			continue
 		}
@@ -114,25 +126,26 @@ func (l *JSONL) acquire(lockPath, token string) error {
 // from us belongs to someone else now. The lock is read without following
 // a symbolic link and without waiting on a FIFO: whoever replaced it may
 // have planted either.
-func release(lockPath, token string) {
-	if owner, err := readLock(lockPath, len(token)); err == nil && owner == token {
-		os.Remove(lockPath)
+func (lk repairLock) release(token string) {
+	if owner, err := lk.read(len(token)); err == nil && owner == token {
+		unix.Unlinkat(lk.dir, lk.name, 0)
 	}
 }
 
-// readLock reads at most max+1 bytes of a regular lock file.
-func readLock(lockPath string, max int) (string, error) {
-	f, err := os.OpenFile(lockPath, os.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+// read reads at most max+1 bytes of a regular lock file.
+func (lk repairLock) read(max int) (string, error) {
+	fd, err := unix.Openat(lk.dir, lk.name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
-		return "", err
+		return "", &os.PathError{Op: "open", Path: lk.path, Err: err}
 	}
+	f := os.NewFile(uintptr(fd), lk.path)
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		return "", err
 	}
 	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("repair lock %s: not a regular file (%s)", lockPath, fi.Mode().Type())
+		return "", fmt.Errorf("repair lock %s: not a regular file (%s)", lk.path, fi.Mode().Type())
 	}
 	buf := make([]byte, max+1)
 	n, err := io.ReadFull(f, buf)
@@ -146,7 +159,7 @@ func readLock(lockPath string, max int) (string, error) {
 // anew because it was stolen before the destructive step. It reads the
 // tail under the file's exclusive flock, so no row another instance is
 // still writing (and holds the shared flock for) looks torn.
-func (l *JSONL) repairHeld(lockPath, token string) (again bool, err error) {
+func (l *JSONL) repairHeld(lk repairLock, token string) (again bool, err error) {
 	if err := flock(l.f, unix.LOCK_EX); err != nil {
 		return false, fmt.Errorf("repair ledger %s: %w", l.path, err)
 	}
@@ -170,8 +183,8 @@ func (l *JSONL) repairHeld(lockPath, token string) (again bool, err error) {
 		l.log.Info("terminated unterminated ledger row in place", "path", l.path, "offset", boundary)
 		return false, nil
 	}
-	if owner, _ := readLock(lockPath, len(token)); owner != token {
-		l.log.Warn("ledger repair lock stolen before truncate; retrying", "lock", lockPath)
+	if owner, _ := lk.read(len(token)); owner != token {
+		l.log.Warn("ledger repair lock stolen before truncate; retrying", "lock", lk.path)
 		return true, nil
 	}
 	row, err := appendTornRow(nil, frag, l.now())

@@ -12,8 +12,9 @@ import (
 	"math"
 	"os"
 	"strings"
-	"syscall"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // Location is where a row sits: the file, its 1-based physical line and the
@@ -114,15 +115,24 @@ func Scan(path string, opts ...ScanOption) (*ScanResult, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	// As Open: the final component is never followed, and a FIFO must not
-	// block the open (it is refused as not regular just below).
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, openError(path, err)
-	}
+	// As Open: the directory is resolved by hostpath's rule, the final
+	// component is never followed, and a FIFO must not block the open (it
+	// is refused as not regular just below).
+	dir, name, err := openDir(path)
 	if err != nil {
 		return nil, err
 	}
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err == unix.ELOOP {
+		err = openError(path, dir, name, err)
+	} else if err != nil {
+		err = &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	unix.Close(dir)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {

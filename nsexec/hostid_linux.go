@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -124,22 +125,23 @@ func (r idRange) acquire() (*idLease, error) {
 		r.count, r.first, r.first+r.count-1, r.dir)
 }
 
-// openLockDir opens (creating it 0700 if missing) the lock directory with
-// no symlink followed in any component, and checks it is this user's alone.
-func openLockDir(path string) (int, error) {
-	how := &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS}
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, how)
-	if errors.Is(err, unix.ENOENT) {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return -1, fmt.Errorf("nsexec: create the host id lock directory: %w", err)
-		}
-		if err := unix.Mkdir(path, 0o700); err != nil && err != unix.EEXIST {
-			return -1, fmt.Errorf("nsexec: create the host id lock directory %s: %w", path, err)
-		}
-		fd, err = unix.Openat2(unix.AT_FDCWD, path, how)
+// openLockDir opens (creating it, and its missing parents, 0700 if
+// missing) the lock directory by the hostpath rule: a symlink on the way
+// is followed only if root or the caller could have planted it (the
+// parents were made with os.MkdirAll, which followed any). It must be this
+// user's alone.
+func openLockDir(path string) (int, error) { return openLockDirAt(path, true) }
+
+// openLockDirAt is openLockDir, making nothing unless create is set (then
+// a missing directory is ENOENT).
+func openLockDirAt(path string, create bool) (int, error) {
+	opts := []hostpath.Option{}
+	if create {
+		opts = append(opts, hostpath.CreateDirs(0o700))
 	}
+	fd, _, err := hostpath.Open(path, unix.O_RDONLY|unix.O_DIRECTORY, 0, opts...)
 	if err != nil {
-		return -1, fmt.Errorf("nsexec: open the host id lock directory %s (no symlinks allowed): %w", path, err)
+		return -1, fmt.Errorf("nsexec: open the host id lock directory %s: %w", path, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {

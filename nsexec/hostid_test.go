@@ -160,7 +160,10 @@ func TestHostIDFreedWhenHolderKilled(t *testing.T) {
 }
 
 // The lock directory is used only if it is root's, mode 0700, reached
-// without a symlink; anything else is an error, never repaired.
+// through no symlink someone else could have planted (issue 28 item 7):
+// anything else is an error, never repaired, and nothing is made where a
+// refused link points, its missing parents included (os.MkdirAll made them
+// through any link). Root's own link in its own directory is followed.
 func TestHostIDLockDirRefused(t *testing.T) {
 	testenv.RequireRoot(t)
 	base := t.TempDir()
@@ -170,17 +173,25 @@ func TestHostIDLockDirRefused(t *testing.T) {
 	os.Mkdir(real, 0o700)
 	link := filepath.Join(base, "link")
 	os.Symlink(real, link)
+	os.Lchown(link, testenv.NobodyUID, testenv.NobodyGID)
 	notRoot := filepath.Join(base, "nobody")
 	os.Mkdir(notRoot, 0o700)
 	os.Chown(notRoot, testenv.NobodyUID, testenv.NobodyGID)
-	for _, dir := range []string{open, link, notRoot} {
+	for _, dir := range []string{open, link, notRoot, filepath.Join(link, "ids")} {
 		_, err := Start(context.Background(), &Config{Args: []string{"/bin/true"}}, Stdio{}, WithHostIDRange(dir, HostIDFirst+HostIDCount, 4))
 		if err == nil || !strings.Contains(err.Error(), dir) {
 			t.Errorf("lock directory %s: got %v, want an error naming it", dir, err)
 		}
 	}
 	if entries, _ := os.ReadDir(real); len(entries) != 0 {
-		t.Errorf("a lock was created through the symlink: %v", entries)
+		t.Errorf("a lock or directory was created through the symlink: %v", entries)
+	}
+
+	mine := filepath.Join(base, "mine")
+	os.Symlink(real, mine)
+	mustRun(t, &Config{Args: []string{"/bin/true"}}, WithHostIDRange(mine, HostIDFirst+HostIDCount, 4))
+	if entries, _ := os.ReadDir(real); len(entries) == 0 {
+		t.Error("no lock was taken through root's own link")
 	}
 }
 

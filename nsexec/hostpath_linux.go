@@ -2,26 +2,32 @@ package nsexec
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
-	"path/filepath"
-	"strings"
 
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	"golang.org/x/sys/unix"
 )
 
 // A caller's host paths (the workdir, every bind source, the rootfs) are
-// opened by the parent once, with no symlink followed in any component
-// (openat2(2) RESOLVE_NO_SYMLINKS): a link planted in the path by an
+// opened by the parent once, by the rule of nsexec/hostpath with
+// TrustOnlyRoot: a symlink on the way is followed only if it is root's, in
+// directories only root can write (/var/run -> /run, a hybrid host's
+// /sys/fs/cgroup/cpu -> cpu,cpuacct). A link planted in the path by an
 // earlier sandbox, or by anyone who can write a parent directory, must not
-// redirect what is mounted or lent (issue 13, item 2). The parent's
-// descriptor fixes the inode; the child reopens the path the same way in
-// its own mount namespace and refuses anything but that inode. The child
-// cannot clone the parent's descriptor itself: open_tree(2) refuses a
-// mount of another mount namespace (fs/namespace.c __do_loopback,
-// check_mnt: EINVAL), and rootless the parent may not clone in the host's.
+// redirect what is mounted or lent (issue 13, item 2; issue 28, item 7);
+// the caller's own links are not followed either, since a rootless
+// sandbox writes as the caller. The parent's descriptor fixes the inode,
+// and the Config the child gets names the resolved path, which has no
+// symlink in it; the child reopens that path in its own mount namespace
+// following no symlink at all (openat2(2) RESOLVE_NO_SYMLINKS, noSymlinks)
+// and refuses anything but that inode. The child cannot clone the
+// parent's descriptor itself: open_tree(2) refuses a mount of another
+// mount namespace (fs/namespace.c __do_loopback, check_mnt: EINVAL), and
+// rootless the parent may not clone in the host's.
 
-// noSymlinks resolves a caller's host path following no symlink and no
-// /proc magic link in any component.
+// noSymlinks resolves a path following no symlink and no /proc magic link
+// in any component.
 const noSymlinks = unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
 // fileID is an inode: what the parent opened and the child must find.
@@ -39,27 +45,30 @@ type sourceIDs struct {
 	Mounts  []fileID `json:"mounts,omitempty"`
 }
 
-// openHostPath opens path (absolute) with flags, following no symlink. Its
-// errors are SetupErrors of step (StepBind or StepRootfs), as the child's
-// were when it resolved these paths itself; what names the path's role
-// ("workdir", "") goes first in the detail.
-func openHostPath(step Step, what, path string, flags uint64) (int, *unix.Stat_t, error) {
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: noSymlinks})
-	if errors.Is(err, unix.ELOOP) {
-		return -1, nil, &SetupError{Step: step, Path: path, Errno: unix.ELOOP,
-			Detail: join(what, symlinkIn(path)+" is a symlink, and moat follows no symlink in a caller's path"),
-			Hint:   "name the real path (realpath(1) prints it) once you checked that the link points where you mean"}
+// openHostPath opens path (absolute) with flags by the hostpath rule,
+// following root's links only, and returns the descriptor, its stat and
+// the resolved path. Its errors are SetupErrors of step (StepBind or
+// StepRootfs), as the child's were when it resolved these paths itself;
+// what names the path's role ("workdir", "") goes first in the detail.
+func openHostPath(step Step, what, path string, flags int) (int, *unix.Stat_t, string, error) {
+	fd, real, err := hostpath.Open(path, flags, 0, hostpath.TrustOnlyRoot())
+	var le *hostpath.LinkError
+	if errors.As(err, &le) {
+		return -1, nil, "", &SetupError{Step: step, Path: path, Errno: unix.ELOOP,
+			Detail: join(what, fmt.Sprintf("%s is a symlink to %q that moat does not follow: %s", le.Link, le.Target, le.Reason)),
+			Hint: "in a path a sandbox may have written under, moat follows only root's links in directories only root can write; " +
+				"name the real path (realpath(1) prints it) once you checked that the link points where you mean"}
 	}
 	if err != nil {
 		errno := errnoOf(err)
-		return -1, nil, &SetupError{Step: step, Path: path, Errno: errno, Detail: what, Hint: hintFor(step, errno)}
+		return -1, nil, "", &SetupError{Step: step, Path: path, Errno: errno, Detail: what, Hint: hintFor(step, errno)}
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return -1, nil, &SetupError{Step: step, Path: path, Errno: errnoOf(err), Detail: join(what, "stat")}
+		return -1, nil, "", &SetupError{Step: step, Path: path, Errno: errnoOf(err), Detail: join(what, "stat")}
 	}
-	return fd, &st, nil
+	return fd, &st, real, nil
 }
 
 func join(a, b string) string {
@@ -69,20 +78,6 @@ func join(a, b string) string {
 	return a + ": " + b
 }
 
-// symlinkIn names the first component of path that is a symlink (for the
-// error only; the open itself never looked at names).
-func symlinkIn(path string) string {
-	p := "/"
-	for _, part := range strings.Split(strings.Trim(path, "/"), "/") {
-		p = filepath.Join(p, part)
-		var st unix.Stat_t
-		if unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			return p
-		}
-	}
-	return "a component"
-}
-
 // hostPaths is what the parent holds for one sandbox's host paths.
 type hostPaths struct {
 	ids  sourceIDs
@@ -90,31 +85,35 @@ type hostPaths struct {
 }
 
 // openHostPaths opens every host path of c once and, as root, lends the
-// workdir to the sandbox's host id (lendWorkdir). The caller must call
-// giveBack once the sandbox is gone, or at once when it never started.
+// workdir to the sandbox's host id (lendWorkdir). It sets each path of c
+// to the path it resolved to, which the child reopens. The caller must
+// call giveBack once the sandbox is gone, or at once when it never
+// started.
 func openHostPaths(c *Config, id Identity, root bool, o *options) (*hostPaths, error) {
 	h := &hostPaths{}
 	if c.Rootfs != "" {
-		fd, st, err := openHostPath(StepRootfs, "", c.Rootfs, unix.O_PATH|unix.O_DIRECTORY)
+		fd, st, real, err := openHostPath(StepRootfs, "", c.Rootfs, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
 			return nil, err
 		}
 		unix.Close(fd)
 		fid := idOf(st)
-		h.ids.Rootfs = &fid
+		h.ids.Rootfs, c.Rootfs = &fid, real
 	}
-	for _, m := range c.Mounts {
+	for i := range c.Mounts {
+		m := &c.Mounts[i]
 		if m.Type == MountTmpfs {
 			// Nothing of the host's: a fresh tmpfs (normalize checked it).
 			h.ids.Mounts = append(h.ids.Mounts, fileID{})
 			continue
 		}
-		fd, st, err := openHostPath(StepBind, "", m.Source, unix.O_PATH)
+		fd, st, real, err := openHostPath(StepBind, "", m.Source, unix.O_PATH)
 		if err != nil {
 			return nil, err
 		}
 		unix.Close(fd)
 		h.ids.Mounts = append(h.ids.Mounts, idOf(st))
+		m.Source = real
 	}
 	if c.Workdir != "" {
 		l, err := lendWorkdir(c.Workdir, id, root, lentDir(o), o.logger)
@@ -122,7 +121,7 @@ func openHostPaths(c *Config, id Identity, root bool, o *options) (*hostPaths, e
 			return nil, err
 		}
 		fid := l.id
-		h.ids.Workdir, h.lent = &fid, l
+		h.ids.Workdir, h.lent, c.Workdir = &fid, l, l.path
 	}
 	return h, nil
 }

@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -86,13 +88,79 @@ func TestBindSourceSymlinkPlantedInParentRefused(t *testing.T) {
 	})
 }
 
+// TestRootfsSymlinkInPathRefused: the caller's own link to a rootfs is
+// refused rootless (a sandbox writes as the caller, so it may be one's);
+// as root, a link another user owns is.
 func TestRootfsSymlinkInPathRefused(t *testing.T) {
 	asRootAndNobody(t, func(t *testing.T) {
 		dir := t.TempDir()
-		os.Symlink("/", filepath.Join(dir, "root"))
-		_, err := run(t, &Config{Rootfs: filepath.Join(dir, "root"), Args: []string{"/bin/true"}})
-		setupErr(t, err, StepRootfs, unix.ELOOP)
+		link := filepath.Join(dir, "root")
+		os.Symlink("/", link)
+		if os.Geteuid() == 0 {
+			if err := os.Lchown(link, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := run(t, &Config{Rootfs: link, Args: []string{"/bin/true"}})
+		if se := setupErr(t, err, StepRootfs, unix.ELOOP); !strings.Contains(se.Detail, link) {
+			t.Fatalf("the error does not name the link: %v", err)
+		}
 	})
+}
+
+// TestRootsOwnLinksFollowed (issue 28 item 7): as root, a bind source, a
+// rootfs and a workdir reached through root's own links in directories
+// only root can write (as /var/run -> /run is) are followed, and the
+// sandbox gets what they point to. The same links in a directory anyone
+// may write are refused, and so is one another user owns, naming the link;
+// nothing is written where they point.
+func TestRootsOwnLinksFollowed(t *testing.T) {
+	testenv.RequireRoot(t)
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	data := filepath.Join(base, "data")
+	os.Mkdir(data, 0o755)
+	os.WriteFile(filepath.Join(data, "key"), []byte("through root's link"), 0o644)
+	os.Symlink("data", filepath.Join(base, "srclink"))
+	os.Symlink("/", filepath.Join(base, "rootlink"))
+	work := workdir(t)
+	os.Symlink(work, filepath.Join(base, "worklink"))
+
+	cfg := shell(t, "cat /src/key; echo ok > /work/out")
+	cfg.Workdir = filepath.Join(base, "worklink")
+	cfg.Mounts = []specs.Mount{{Source: filepath.Join(base, "srclink"), Destination: "/src", Options: []string{"ro"}}}
+	r := mustRun(t, cfg)
+	if r.stdout != "through root's link" {
+		t.Fatalf("got %q %q", r.stdout, r.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "out")); err != nil || string(b) != "ok\n" {
+		t.Fatalf("the workdir behind root's link: %q %v", b, err)
+	}
+	mustRun(t, &Config{Rootfs: filepath.Join(base, "rootlink"), Args: []string{"/bin/true"}})
+
+	open := filepath.Join(base, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	os.Symlink(work, filepath.Join(open, "worklink"))
+	theirs := filepath.Join(base, "theirs")
+	os.Symlink(work, theirs)
+	os.Lchown(theirs, 65534, 65534)
+	os.Remove(filepath.Join(work, "out"))
+	for _, link := range []string{filepath.Join(open, "worklink"), theirs} {
+		cfg := shell(t, "echo pwned > /work/out")
+		cfg.Workdir = link
+		_, err := run(t, cfg)
+		if se := setupErr(t, err, StepBind, unix.ELOOP); !strings.Contains(se.Detail, link) {
+			t.Fatalf("the error does not name the link %s: %v", link, err)
+		}
+		cfg = shell(t, "true")
+		cfg.Mounts = []specs.Mount{{Source: filepath.Join(link, "x"), Destination: "/src", Options: []string{"ro"}}}
+		_, err = run(t, cfg)
+		setupErr(t, err, StepBind, unix.ELOOP)
+	}
+	if _, err := os.Lstat(filepath.Join(work, "out")); err == nil {
+		t.Fatal("a sandbox wrote through a refused link")
+	}
 }
 
 // TestSourceReplacedAfterOpenRefused is the racing variant: the child

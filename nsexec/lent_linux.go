@@ -217,17 +217,11 @@ func SweepLent(log *slog.Logger, opts ...Option) {
 		log = o.logger
 	}
 	path := lentDir(&o)
-	how := &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS}
-	dir, err := unix.Openat2(unix.AT_FDCWD, path, how)
+	dir, err := openLockDirAt(path, false) // checks owner and mode
 	if errors.Is(err, unix.ENOENT) {
 		return
 	}
 	if err != nil {
-		log.Warn("lent workdir sweep: skipped", "dir", path, "err", err)
-		return
-	}
-	unix.Close(dir)
-	if dir, err = openLockDir(path); err != nil { // checks owner and mode
 		log.Warn("lent workdir sweep: skipped", "err", err)
 		return
 	}

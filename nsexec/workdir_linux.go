@@ -31,6 +31,7 @@ import (
 type lease struct {
 	fd   int // -1 rootless: nothing held
 	id   fileID
+	path string // resolved: no symlink in it
 	lent bool
 	rec  lentRecord  // the owner, mode and ACLs it had, when lent
 	held *heldRecord // its record
@@ -42,18 +43,18 @@ var aclXattrs = []string{"system.posix_acl_access", "system.posix_acl_default"}
 
 func lendWorkdir(path string, id Identity, root bool, recDir string, log *slog.Logger) (*lease, error) {
 	if !root {
-		fd, st, err := openHostPath(StepBind, "workdir", path, unix.O_PATH|unix.O_DIRECTORY)
+		fd, st, real, err := openHostPath(StepBind, "workdir", path, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
 			return nil, err
 		}
 		unix.Close(fd)
-		return &lease{fd: -1, id: idOf(st)}, nil
+		return &lease{fd: -1, id: idOf(st), path: real}, nil
 	}
-	fd, st, err := openHostPath(StepBind, "workdir", path, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, st, real, err := openHostPath(StepBind, "workdir", path, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, err
 	}
-	l := &lease{fd: fd, id: idOf(st)}
+	l := &lease{fd: fd, id: idOf(st), path: real}
 	busy := func(err error) error {
 		unix.Close(fd)
 		if errors.Is(err, unix.EWOULDBLOCK) {
@@ -106,7 +107,8 @@ func lendWorkdir(path string, id Identity, root bool, recDir string, log *slog.L
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return nil, busy(err)
 	}
-	l.rec = lentRecord{Path: path, Dev: st.Dev, Ino: st.Ino, UID: st.Uid, GID: st.Gid, Mode: st.Mode & 0o7777,
+	// The resolved path, which SweepLent reopens following no link.
+	l.rec = lentRecord{Path: real, Dev: st.Dev, Ino: st.Ino, UID: st.Uid, GID: st.Gid, Mode: st.Mode & 0o7777,
 		LentUID: id.UID, LentGID: id.GID}
 	for _, name := range aclXattrs {
 		if v, err := getXattr(fd, name); err == nil {

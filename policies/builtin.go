@@ -3,9 +3,9 @@ package policies
 import (
 	"bytes"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -53,14 +53,16 @@ func Load(nameOrPath string) (*Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load policy %q: %w", nameOrPath, err)
 	}
-	if _, err := os.Stat(abs); err != nil {
-		return nil, &NotFoundError{Name: nameOrPath, Builtins: Builtins(), Err: err}
+	p, real, err := parseFile(abs)
+	var nf *NotFoundError
+	if errors.As(err, &nf) {
+		nf.Name = nameOrPath
+		return nil, nf
 	}
-	p, err := parseFile(abs)
 	if err != nil {
 		return nil, fmt.Errorf("load policy: %w", err)
 	}
-	out, err := resolve(p, abs, filepath.Dir(abs), nil)
+	out, err := resolve(p, real, filepath.Dir(real), nil)
 	if err != nil {
 		return nil, fmt.Errorf("load policy: %w", err)
 	}

@@ -1,10 +1,14 @@
 package policies
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
+	"golang.org/x/sys/unix"
 )
 
 // MaxExtendsDepth bounds an extends chain (the policy itself not counted).
@@ -94,24 +98,41 @@ func loadBase(name, dir string) (key string, p *Policy, baseDir string, err erro
 	if err != nil {
 		return "", nil, "", err
 	}
-	p, err = parseFile(abs)
+	p, real, err := parseFile(abs)
 	if err != nil {
 		return "", nil, "", err
 	}
-	return abs, p, filepath.Dir(abs), nil
+	return real, p, filepath.Dir(real), nil
 }
 
-func parseFile(path string) (*Policy, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, &NotFoundError{Name: path, Builtins: Builtins(), Err: err}
+// parseFile reads the policy file at path and returns it with the path it
+// resolved to. The path is resolved by the rule of nsexec/hostpath: a
+// symlink on the way is followed only if root or the caller could have
+// planted it, so another user's link cannot hand root a policy of theirs
+// (binds, no filter) or a file only root may read; a refused link is a
+// *hostpath.LinkError. Anything but a regular file is refused without
+// blocking (a FIFO planted there would wait for a writer).
+func parseFile(path string) (*Policy, string, error) {
+	fd, real, err := hostpath.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	var le *hostpath.LinkError
+	if errors.As(err, &le) {
+		return nil, "", fmt.Errorf("policy %s: %w", path, err)
 	}
+	if err != nil {
+		return nil, "", &NotFoundError{Name: path, Builtins: Builtins(), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), real)
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, "", fmt.Errorf("policy %s: %w", path, err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, "", fmt.Errorf("policy %s: a %v, not a regular file", path, fi.Mode().Type())
+	}
 	p, err := Parse(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, "", fmt.Errorf("%s: %w", path, err)
 	}
-	return p, nil
+	return p, real, nil
 }
 
 func (p *Policy) fillDefaults() {

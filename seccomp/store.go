@@ -12,8 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -78,10 +78,6 @@ const (
 	keyFile = "key"
 	keySize = 32
 )
-
-// noSymlinks resolves the store's path following no symlink, nor a /proc
-// magic link, in any component.
-const noSymlinks = unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
 // storeKey names the file of profile's program.
 func storeKey(profile *specs.LinuxSeccomp) (string, error) {
@@ -288,23 +284,27 @@ func (s *Store) writeFile(dir int, name string, b []byte, noReplace bool) error 
 	return nil
 }
 
-// openDir opens the store directory, resolved with no symlink in any
-// component, and checks it is this uid's alone (mode exactly 0700),
-// creating it and its missing parents (0700) when create is set.
+// openDir opens the store directory, resolved by the rule of
+// nsexec/hostpath (a symlink on the way is followed only if root or the
+// caller could have planted it: owned by one of them, in directories no
+// one else can write), and checks it is this uid's alone (mode exactly
+// 0700), creating it and its missing parents (0700), each below the
+// descriptor of the one before, when create is set.
 func (s *Store) openDir(create bool) (int, error) {
 	if s.Dir == "" || !filepath.IsAbs(s.Dir) {
 		return -1, &StoreError{Path: s.Dir, Reason: "the store directory must be an absolute path"}
 	}
-	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: noSymlinks}
-	fd, err := unix.Openat2(unix.AT_FDCWD, s.Dir, how)
-	if errors.Is(err, unix.ENOENT) && create {
-		fd, err = mkdirAll(s.Dir)
+	var opts []hostpath.Option
+	if create {
+		opts = append(opts, hostpath.CreateDirs(0o700))
 	}
+	fd, _, err := hostpath.Open(s.Dir, unix.O_PATH|unix.O_DIRECTORY, 0, opts...)
+	var le *hostpath.LinkError
 	switch {
+	case errors.As(err, &le):
+		return -1, &StoreError{Path: s.Dir, Reason: fmt.Sprintf("%s is a symlink to %q, not followed: %s", le.Link, le.Target, le.Reason)}
 	case errors.Is(err, unix.ENOENT):
 		return -1, ErrNotStored
-	case errors.Is(err, unix.ELOOP):
-		return -1, &StoreError{Path: s.Dir, Reason: "a component of the path is a symlink"}
 	case errors.Is(err, unix.ENOTDIR):
 		return -1, &StoreError{Path: s.Dir, Reason: "is not a directory"}
 	case err != nil:
@@ -326,28 +326,6 @@ func (s *Store) openDir(create bool) (int, error) {
 		return -1, err
 	}
 	return fd, nil
-}
-
-// mkdirAll creates path's missing components (0700) one at a time beneath
-// the previous one's descriptor, following no symlink, and opens the last.
-func mkdirAll(path string) (int, error) {
-	dir, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
-	for _, part := range strings.Split(strings.Trim(filepath.Clean(path), "/"), "/") {
-		if err := unix.Mkdirat(dir, part, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-			unix.Close(dir)
-			return -1, err
-		}
-		next, err := unix.Openat2(dir, part, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: noSymlinks})
-		unix.Close(dir)
-		if err != nil {
-			return -1, err
-		}
-		dir = next
-	}
-	return dir, nil
 }
 
 // Program returns the stored program for profile, or compiles it and

@@ -174,12 +174,21 @@ func TestStoreRefusesWhatItCannotTrust(t *testing.T) {
 		reload(t, s, prog)
 	})
 	t.Run("symlink-in-path", func(t *testing.T) {
-		// Not yet created, with a symlink in its path: nothing is created
-		// where the link points, nothing read through it.
+		// Not yet created, with a symlink in its path that someone else
+		// could have planted (issue 28 item 7: the caller's own, in its own
+		// directory, is followed): nothing is created where the link
+		// points, nothing read through it.
 		top := t.TempDir()
 		target := filepath.Join(top, "target")
 		os.Mkdir(target, 0o700)
-		os.Symlink(target, filepath.Join(top, "link"))
+		open := filepath.Join(top, "open")
+		os.Mkdir(open, 0o777)
+		os.Chmod(open, 0o777)
+		os.Symlink(target, filepath.Join(open, "link"))
+		if os.Geteuid() == 0 {
+			os.Lchown(filepath.Join(open, "link"), 65534, 65534)
+		}
+		top = open
 		s := &Store{Dir: filepath.Join(top, "link", "store")}
 		var calls atomic.Int32
 		var reported error
@@ -221,5 +230,30 @@ func TestStoreRefusesAnotherOwner(t *testing.T) {
 	var se *StoreError
 	if _, err := s.Get(p); !errors.As(err, &se) {
 		t.Fatalf("got %v, want a StoreError for a file of another owner", err)
+	}
+}
+
+// TestStoreFollowsTheCallersOwnLink (issue 28 item 7): a store directory
+// reached through the caller's own link in its own directory, as
+// /var/run -> /run is root's, is used: the second run compiles nothing and
+// the programs are where the link points.
+func TestStoreFollowsTheCallersOwnLink(t *testing.T) {
+	top := t.TempDir()
+	real := filepath.Join(top, "run")
+	os.Mkdir(real, 0o700)
+	os.Symlink(real, filepath.Join(top, "varrun"))
+	dir := filepath.Join(top, "varrun", "moat", "seccomp")
+	var calls atomic.Int32
+	var reported error
+	for range 2 {
+		if _, err := counting(dir, &calls).Program(profileOf("read"), func(err error) { reported = err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls.Load() != 1 || reported != nil {
+		t.Fatalf("%d compiles, report %v: want the store used through the caller's own link", calls.Load(), reported)
+	}
+	if _, err := os.Stat(filepath.Join(real, "moat", "seccomp", keyFile)); err != nil {
+		t.Fatalf("the store is not where the link points: %v", err)
 	}
 }

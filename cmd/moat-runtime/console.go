@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -33,7 +34,7 @@ func sendConsole(socket string, size *specs.Box) (*os.File, error) {
 	if size != nil && size.Height > 0 && size.Width > 0 {
 		unix.IoctlSetWinsize(int(slaveFD), unix.TIOCSWINSZ, &unix.Winsize{Row: uint16(size.Height), Col: uint16(size.Width)})
 	}
-	conn, err := net.Dial("unix", socket)
+	conn, err := dialSocket(socket)
 	if err != nil {
 		slave.Close()
 		return nil, fmt.Errorf("console: connect to --console-socket %s: %w", socket, err)
@@ -45,4 +46,27 @@ func sendConsole(socket string, size *specs.Box) (*os.File, error) {
 		return nil, fmt.Errorf("console: send the pty to %s: %w", socket, err)
 	}
 	return slave, nil
+}
+
+// dialSocket connects to the unix socket at path, resolved by the rule of
+// nsexec/hostpath (a symlink on the way, or the socket itself, is followed
+// only if root or the caller could have planted it): connect(2) follows
+// every link, so another user's link could hand the pty's master to a
+// socket of theirs. The socket is opened O_PATH and connected to through
+// /proc/self/fd, which names that very inode (a magic link the kernel
+// resolves to the open file, not a path looked up again).
+func dialSocket(path string) (net.Conn, error) {
+	fd, _, err := hostpath.Open(path, unix.O_PATH, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, fmt.Errorf("%s is not a unix socket", path)
+	}
+	return net.Dial("unix", fmt.Sprintf("/proc/self/fd/%d", fd))
 }

@@ -7,11 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
 
 	"github.com/moat-sandbox/moat/nsexec"
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	"github.com/moat-sandbox/moat/nsexec/oci"
 	"golang.org/x/sys/unix"
 )
@@ -142,10 +142,19 @@ func (r *runtime) createContainer(o createOpts) (*exec.Cmd, error) {
 }
 
 // writePidFile writes pid to path through a new file renamed into place,
-// so an engine polling it never reads half a number.
+// so an engine polling it never reads half a number. The file's directory
+// is resolved once by the rule of nsexec/hostpath (a symlink on the way is
+// followed only if root or the caller could have planted it), and the file
+// is created and renamed below that descriptor: a link another user left
+// on the way cannot have root write where it points.
 func writePidFile(path string, pid int) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".moat"+strconv.Itoa(os.Getpid()))
-	fd, err := unix.Open(tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	dir, _, name, err := hostpath.OpenParent(path)
+	if err != nil {
+		return fmt.Errorf("write --pid-file %s: %w", path, err)
+	}
+	defer unix.Close(dir)
+	tmp := "." + name + ".moat" + strconv.Itoa(os.Getpid())
+	fd, err := unix.Openat(dir, tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return fmt.Errorf("write --pid-file %s: %w", path, err)
 	}
@@ -155,10 +164,12 @@ func writePidFile(path string, pid int) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		// rename(2) replaces whatever is at name, a link itself included,
+		// never what a link points to.
+		err = unix.Renameat(dir, tmp, dir, name)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		unix.Unlinkat(dir, tmp, 0)
 		return fmt.Errorf("write --pid-file %s: %w", path, err)
 	}
 	return nil

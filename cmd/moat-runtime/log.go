@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
+	"golang.org/x/sys/unix"
 )
 
 // runtimeLog is where the runtime's messages go: an error to stderr and,
@@ -21,10 +24,15 @@ func openLog(g global) *runtimeLog {
 	l := &runtimeLog{}
 	var w io.Writer = io.Discard
 	if g.logPath != "" {
-		f, err := os.OpenFile(g.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		// Resolved by the rule of nsexec/hostpath: a symlink on the way
+		// (or the file itself) is followed only if root or the caller
+		// could have planted it, so another user's link cannot have root
+		// append to, or create, a file where it points.
+		fd, real, err := hostpath.Open(g.logPath, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT, 0o600)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "moat-runtime: open --log %s: %v\n", g.logPath, err)
 		} else {
+			f := os.NewFile(uintptr(fd), real)
 			l.file, w = f, f
 		}
 	}

@@ -94,7 +94,7 @@ Flags:
 	}
 	raw := json.RawMessage(f.argsJSON)
 	if f.argsFile != "" {
-		b, err := os.ReadFile(f.argsFile)
+		b, err := readCallerFile(f.argsFile)
 		if err != nil {
 			return usageErr("read --args-file: %v", err)
 		}

@@ -257,7 +257,7 @@ func envCommand(arg string) string {
 // (typed: by the caller itself, not by a script's #! line), or refuses it.
 func (x *exposer) expose(p string, typed bool) error {
 	clean := filepath.Clean(p)
-	real, err := filepath.EvalSymlinks(clean)
+	real, err := resolveExposed(clean)
 	if err != nil {
 		return &ExposeError{Path: p, Reason: "cannot be resolved: " + errText(err)}
 	}

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	"github.com/moat-sandbox/moat/policies"
 )
 
@@ -618,4 +619,37 @@ func TestResolvesTheRootedName(t *testing.T) {
 	if len(r.asked) != 1 || r.asked[0] != "x.example.com." {
 		t.Errorf("resolver asked %q, want [x.example.com.]", r.asked)
 	}
+}
+
+// TestSocketDirectoryThroughAPlantedLink (issue 28 item 7): a socket
+// directory of the caller's, reached through a link someone else could
+// have planted (in a directory anyone may write), is refused naming the
+// link; through the caller's own link in its own directory it is used.
+func TestSocketDirectoryThroughAPlantedLink(t *testing.T) {
+	top := t.TempDir()
+	dir := filepath.Join(top, "socks")
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(t.TempDir(), "shared")
+	os.Mkdir(shared, 0o777)
+	os.Chmod(shared, 0o777)
+	link := filepath.Join(shared, "run")
+	if err := os.Symlink(top, link); err != nil {
+		t.Fatal(err)
+	}
+	var le *hostpath.LinkError
+	if p, err := New(WithDir(filepath.Join(link, "socks"))); !errors.As(err, &le) || le.Link != link {
+		if err == nil {
+			p.Close()
+		}
+		t.Fatalf("through a planted link: %v, want a *hostpath.LinkError naming %s", err, link)
+	}
+	mine := filepath.Join(t.TempDir(), "run")
+	os.Symlink(top, mine)
+	p, err := New(WithDir(filepath.Join(mine, "socks")))
+	if err != nil {
+		t.Fatalf("through the caller's own link: %v", err)
+	}
+	p.Close()
 }

@@ -29,9 +29,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -132,18 +132,28 @@ func New(opts ...Option) (*Proxy, error) {
 }
 
 // checkDir refuses a socket directory that others could list or write: a
-// socket in it is a door to every allowed host.
+// socket in it is a door to every allowed host. The directory is resolved
+// by the rule of nsexec/hostpath: a symlink on the way, the last component
+// included, is followed only if root or the caller could have planted it
+// (a Lstat of the last component let another user's link higher up lead
+// to a directory of theirs, or their link to one of the caller's); a
+// refused one is a *hostpath.LinkError.
 func checkDir(dir string) error {
-	fi, err := os.Lstat(dir)
+	fd, _, err := hostpath.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return fmt.Errorf("egress: socket directory: %w", err)
 	}
-	if !fi.IsDir() || fi.Mode().Perm()&0o066 != 0 {
-		return fmt.Errorf("egress: socket directory %s must be a real directory with mode 0700 or 0711 (it is %v)", dir, fi.Mode())
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("egress: socket directory %s: %w", dir, err)
+	}
+	if st.Mode&0o066 != 0 {
+		return fmt.Errorf("egress: socket directory %s must be a real directory with mode 0700 or 0711 (it is %#o)", dir, st.Mode&0o7777)
 	}
 	// Its owner could list the sockets or swap one for its own and read a
 	// sandbox's plain HTTP: it must be this process's user.
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+	if int(st.Uid) != os.Geteuid() {
 		return fmt.Errorf("egress: socket directory %s must be owned by this process's user (uid %d)", dir, os.Geteuid())
 	}
 	return nil

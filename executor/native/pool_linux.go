@@ -287,7 +287,10 @@ func (p *pool) snapshot() PoolStats {
 // directory of ours in the pool's base qualifies; rename refuses a non-empty
 // one (ENOTEMPTY), so a caller's files are never replaced.
 func (p *pool) swapWorkdir(e *pooled, dir string) error {
-	if dir == "" || filepath.Dir(filepath.Clean(dir)) != p.base {
+	// Beside the pooled one: both were made by workdir.Create in the base,
+	// under its resolved path (which a link in the base makes another
+	// string than p.base).
+	if dir == "" || filepath.Dir(filepath.Clean(dir)) != filepath.Dir(e.workdir.Path) {
 		return errors.New("the workdir is not in the pool's base")
 	}
 	name := filepath.Base(dir)

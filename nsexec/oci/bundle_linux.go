@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -15,18 +15,18 @@ import (
 // is most of it).
 const maxConfig = 4 << 20
 
-// LoadBundle reads bundle/config.json. The bundle directory and the file
-// are opened without following a symlink in their last component, and the
-// file must be a regular file: a FIFO or device planted there is refused
-// without blocking.
+// LoadBundle reads bundle/config.json and returns it with the bundle's
+// resolved path. The bundle directory is resolved by the rule of
+// nsexec/hostpath (a symlink on the way is followed only if root or the
+// caller could have planted it: another user's link must not hand root a
+// config, and so a rootfs and binds, of theirs; a refused one is a
+// *hostpath.LinkError), config.json is opened below it without following a
+// symlink, and must be a regular file: a FIFO or device planted there is
+// refused without blocking.
 func LoadBundle(bundle string) (*specs.Spec, string, error) {
-	abs, err := filepath.Abs(bundle)
+	dir, abs, err := hostpath.Open(bundle, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
-		return nil, "", fmt.Errorf("load bundle: %w", err)
-	}
-	dir, err := unix.Open(abs, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, "", fmt.Errorf("load bundle %s: %w", abs, err)
+		return nil, "", fmt.Errorf("load bundle %s: %w", bundle, err)
 	}
 	defer unix.Close(dir)
 	fd, err := unix.Openat(dir, "config.json", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)

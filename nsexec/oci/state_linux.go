@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"time"
 
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -33,21 +33,19 @@ type Root struct {
 	fd   int
 }
 
-// OpenRoot creates path (0700, parents included) if missing and opens it
-// without following a symlink. It must be a directory owned by the caller
-// that no one else can write: another user's directory, or one the group
-// or others can write, would let them plant a container's state.
+// OpenRoot creates path (0700, parents included) if missing and opens it,
+// resolved by the rule of nsexec/hostpath: a symlink on the way, the last
+// component included, is followed only if root or the caller could have
+// planted it (os.MkdirAll followed any, so another user's link had root
+// make the state directory where it pointed); a refused one is a
+// *hostpath.LinkError. It must be a directory owned by the caller that no
+// one else can write: another user's directory, or one the group or others
+// can write, would let them plant a container's state. Path is then the
+// resolved path.
 func OpenRoot(path string) (*Root, error) {
-	abs, err := filepath.Abs(path)
+	fd, abs, err := hostpath.Open(path, unix.O_PATH|unix.O_DIRECTORY, 0, hostpath.CreateDirs(0o700))
 	if err != nil {
-		return nil, fmt.Errorf("state root: %w", err)
-	}
-	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return nil, fmt.Errorf("state root: %w", err)
-	}
-	fd, err := unix.Open(abs, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("state root %s: %w (it must be a directory, not a symlink)", abs, err)
+		return nil, fmt.Errorf("state root %s: %w", path, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {

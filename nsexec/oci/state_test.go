@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -24,20 +25,43 @@ func TestValidID(t *testing.T) {
 	}
 }
 
-// TestOpenRootHostile: a state root that is a symlink, or that another
-// user or the group could write, is refused.
+// TestOpenRootHostile: a state root reached through a symlink someone else
+// could have planted (issue 28 item 7), or that another user or the group
+// could write, is refused, and nothing is made where a refused link
+// points; the caller's own link in its own directory is followed.
 func TestOpenRootHostile(t *testing.T) {
 	base := t.TempDir()
 	real := filepath.Join(base, "real")
 	if err := os.Mkdir(real, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	link := filepath.Join(base, "link")
+	planted := filepath.Join(base, "planted")
+	if err := os.Mkdir(planted, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(planted, 0o777) // anyone may have put the link there
+	link := filepath.Join(planted, "link")
 	if err := os.Symlink(real, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenRoot(link); err == nil {
-		t.Error("a symlinked state root was accepted")
+	if os.Geteuid() == 0 {
+		os.Lchown(link, 65534, 65534)
+	}
+	for _, p := range []string{link, filepath.Join(link, "new", "root")} {
+		var le *hostpath.LinkError
+		if _, err := OpenRoot(p); !errors.As(err, &le) || le.Link != link {
+			t.Errorf("OpenRoot(%s) through a planted link: %v, want a *hostpath.LinkError naming %s", p, err, link)
+		}
+	}
+	if ents, _ := os.ReadDir(real); len(ents) != 0 {
+		t.Errorf("a state directory was made through a planted link: %v", ents)
+	}
+	mine := filepath.Join(base, "mine")
+	os.Symlink(real, mine)
+	if r, err := OpenRoot(mine); err != nil || r.Path() != real {
+		t.Errorf("through the caller's own link: %v, %v", r, err)
+	} else {
+		r.Close()
 	}
 	open := filepath.Join(base, "open")
 	if err := os.Mkdir(open, 0o700); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,8 +20,13 @@ const inRoot = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_
 // runc does for a writable root, so that nsexec, which never writes to a
 // root, finds each one. Existing entries are left as they are; a component
 // that is not a directory fails.
+//
+// The root itself is resolved as nsexec resolves a rootfs (nsexec/hostpath
+// with TrustOnlyRoot): only root's links in directories only root can
+// write are followed on the way to it, so a link planted there cannot have
+// these directories made elsewhere on the host.
 func CreateTargets(rootfs string, targets []Target) error {
-	root, err := unix.Open(rootfs, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	root, _, err := hostpath.Open(rootfs, unix.O_PATH|unix.O_DIRECTORY, 0, hostpath.TrustOnlyRoot())
 	if err != nil {
 		return fmt.Errorf("open the root %s: %w", rootfs, err)
 	}

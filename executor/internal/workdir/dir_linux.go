@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,19 +41,19 @@ func markerDir() string {
 // name is another user's, say) is logged and the workdir made without one:
 // it works the same, but Sweep cannot remove it should this process be
 // killed.
+//
+// base is resolved once by the rule of nsexec/hostpath (a symlink on the
+// way is followed only if root or the caller could have planted it; else a
+// *hostpath.LinkError), the workdir made below that descriptor, and
+// Dir.Path is the resolved path, with no symlink in it: the sandbox's
+// setup reopens it following none.
 func Create(base, prefix string, log *slog.Logger) (*Dir, error) {
-	if !filepath.IsAbs(base) {
-		abs, err := filepath.Abs(base)
-		if err != nil {
-			return nil, fmt.Errorf("mkdirtemp %s: %w", base, err)
-		}
-		base = abs
-	}
-	bfd, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	bfd, real, err := hostpath.Open(base, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "mkdirtemp", Path: base, Err: err}
+		return nil, fmt.Errorf("mkdirtemp %s: %w", base, err)
 	}
 	defer unix.Close(bfd)
+	base = real
 	d := &Dir{markers: -1, lock: -1}
 	if err := d.mark(); err != nil {
 		if errors.Is(err, unix.ENOENT) {
