@@ -511,3 +511,49 @@ func TestLimitsMustBeSensible(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkedFramingIsBounded: what net/http bounds itself and the proxy
+// relies on (limits.go): a chunk-size line or a trailer without end, from
+// the tool or from a server, costs the 4 KiB buffers, not what is sent.
+// These hold on main too: they guard the 4 KiB readers the bound assumes.
+func TestChunkedFramingIsBounded(t *testing.T) {
+	sink := hostileServer(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+	hostileChunk := hostileServer(t, func(c net.Conn) {
+		http.ReadRequest(bufio.NewReader(c))
+		flood(c, []byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;ext="), hostileBytes)
+	})
+	hostileTrailer := hostileServer(t, func(c net.Conn) {
+		http.ReadRequest(bufio.NewReader(c))
+		flood(c, []byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-Trailer: "), hostileBytes)
+	})
+	p := newProxy(t, WithResponseHeaderTimeout(300*time.Millisecond))
+	for _, tc := range []struct {
+		name, port, prefix string
+		tool               bool // the tool floods (its body), else the server
+	}{
+		{"the tool's chunk line", sink, "1;ext=", true},
+		{"the tool's trailer", sink, "1\r\na\r\n0\r\nX-Trailer: ", true},
+		{"the server's chunk line", hostileChunk, "", false},
+		{"the server's trailer", hostileTrailer, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t, p, testPolicy)
+			c := dialSandbox(t, s)
+			head := fmt.Sprintf("POST http://api.test:%s/ HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n", tc.port)
+			if !tc.tool {
+				head = fmt.Sprintf("GET http://api.test:%s/ HTTP/1.1\r\nHost: api.test\r\n\r\n", tc.port)
+			}
+			n := allocated(func() {
+				if tc.tool {
+					flood(c, []byte(head+tc.prefix), hostileBytes)
+				} else {
+					io.WriteString(c, head)
+				}
+				io.Copy(io.Discard, c) // whatever comes, until the proxy ends it
+			})
+			if n > allocBound {
+				t.Errorf("the proxy allocated %d MiB for a hostile chunked body (bound %d MiB)", n>>20, allocBound>>20)
+			}
+		})
+	}
+}
