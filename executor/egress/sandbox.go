@@ -178,8 +178,8 @@ func (s *Sandbox) serve() {
 		if p := s.proxy; p.conns.Add(1) > int64(p.maxTotalConns) {
 			p.conns.Add(-1)
 			<-s.sem
+			s.denials.Add(1) // before the close the tool sees
 			c.Close()
-			s.denials.Add(1)
 			// One line a second for the whole proxy, whichever sandbox.
 			if now := time.Now().Unix(); p.lastCapLog.Swap(now) != now {
 				s.logger.Warn("egress denied: the proxy's connection cap across sandboxes reached", "cap", p.maxTotalConns)
