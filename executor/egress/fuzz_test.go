@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -39,7 +40,9 @@ func socketPair(t *testing.T) (tool, proxy *net.UnixConn) {
 // request, or neither). Whatever the bytes: the proxy connects nowhere,
 // answers in its protocol's framing (an HTTP status line, or SOCKS
 // version 5) or not at all, and ends the connection once the tool has
-// sent everything, well before its head timeout.
+// sent everything, well before its head timeout. Its head cap is the
+// least there is (4 KiB), so inputs of a fuzzer's sizes reach it: a head
+// over it gets a 414 or 431, never a parse of what is past the cap.
 func FuzzProxyRequest(f *testing.F) {
 	for _, s := range []string{
 		"GET http://api.test/ HTTP/1.1\r\nHost: api.test\r\n\r\n",
@@ -52,6 +55,9 @@ func FuzzProxyRequest(f *testing.F) {
 		"\x16\x03\x01 hello\r\n\r\n",
 		"CONNECT LocalHost.:8080 HTTP/1.1\r\n\r\n",
 		"\x05\x01\x00\x05\x01\x00\x03\x0dapp.localhost\x1f\x90",
+		"GET http://api.test/" + strings.Repeat("a", minHeaderBytes) + " HTTP/1.1\r\n\r\n",
+		"GET http://api.test/ HTTP/1.1\r\n" + strings.Repeat("A:\r\n", maxHeadLines) + "\r\n",
+		"GET http://api.test/ HTTP/1.1\r\nHost: api.test\r\n\r\nGET http://api.test/ HTTP/1.1\r\nHost: api.test\r\n" + strings.Repeat("B:\r\n", maxHeadLines) + "\r\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -77,7 +83,7 @@ func FuzzProxyRequest(f *testing.F) {
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	f.Add([]byte("CONNECT 127.0.0.1:" + port + " HTTP/1.1\r\n\r\n"))
 	f.Add([]byte("GET http://127.0.0.1:" + port + "/ HTTP/1.1\r\n\r\n"))
-	p, err := New(WithResolver(tripwire{testNames, &resolved}))
+	p, err := New(WithResolver(tripwire{testNames, &resolved}), WithMaxHeaderBytes(minHeaderBytes))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -14,7 +14,8 @@
 //
 // One Proxy serves every sandbox of a process; each Sandbox has its own
 // allowlist, counters (Usage) and connection cap, so one tool that floods
-// its socket does not starve the others.
+// its socket does not starve the others, and the proxy caps its
+// connections across sandboxes (limits.go says what bounds its memory).
 package egress
 
 import (
@@ -29,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moat-sandbox/moat/nsexec/hostpath"
@@ -42,9 +44,6 @@ const (
 	DefaultMaxConns = 64
 	// DefaultDialTimeout bounds one connect to a destination.
 	DefaultDialTimeout = 10 * time.Second
-	// headTimeout bounds the wait for a request's head (or a SOCKS
-	// greeting) on a new connection.
-	headTimeout = 30 * time.Second
 )
 
 // Resolver looks names up; *net.Resolver is one. Tests pass their own
@@ -68,6 +67,12 @@ type Proxy struct {
 	maxConns    int
 	dialTimeout time.Duration
 	hostAddrs   func() ([]netip.Addr, error)
+	limits
+
+	// conns counts the open connections of every sandbox, against
+	// limits.maxTotalConns.
+	conns      atomic.Int64
+	lastCapLog atomic.Int64
 
 	mu     sync.Mutex
 	open   map[*Sandbox]struct{}
@@ -92,6 +97,32 @@ func WithMaxConns(n int) Option { return func(p *Proxy) { p.maxConns = n } }
 // DefaultDialTimeout).
 func WithDialTimeout(d time.Duration) Option { return func(p *Proxy) { p.dialTimeout = d } }
 
+// WithMaxTotalConns caps the connections open at once across all the
+// proxy's sandboxes (default DefaultMaxTotalConns); beyond it a
+// connection is closed at once and counted as its sandbox's denial. With
+// the per-connection bound (limits.go), it bounds the proxy's memory.
+func WithMaxTotalConns(n int) Option { return func(p *Proxy) { p.maxTotalConns = n } }
+
+// WithMaxHeaderBytes caps a request head, request line included, and an
+// upstream response head (default DefaultMaxHeaderBytes; at least 4 KiB).
+func WithMaxHeaderBytes(n int) Option { return func(p *Proxy) { p.maxHeaderBytes = n } }
+
+// WithHeadTimeout bounds the wait for a tool's request head or SOCKS5
+// greeting and request, from the first byte awaited to the last
+// (default DefaultHeadTimeout).
+func WithHeadTimeout(d time.Duration) Option { return func(p *Proxy) { p.headTimeout = d } }
+
+// WithResponseHeaderTimeout bounds the wait for an upstream's response
+// head to a plain HTTP request, from the request sent to the head's last
+// byte (default DefaultResponseHeaderTimeout).
+func WithResponseHeaderTimeout(d time.Duration) Option {
+	return func(p *Proxy) { p.responseHeaderTimeout = d }
+}
+
+// WithIdleTimeout closes a tunnel or a plain request's exchange once no
+// byte has moved either way for d (default DefaultIdleTimeout).
+func WithIdleTimeout(d time.Duration) Option { return func(p *Proxy) { p.idleTimeout = d } }
+
 // WithDir puts the sandboxes' sockets in dir, a directory nobody else may
 // list or write (0700 or 0711); by default New creates one (0711) under
 // os.TempDir() and Close removes it.
@@ -100,7 +131,7 @@ func WithDir(dir string) Option { return func(p *Proxy) { p.dir = dir } }
 // New starts a proxy. It listens on nothing until Open.
 func New(opts ...Option) (*Proxy, error) {
 	p := &Proxy{resolver: net.DefaultResolver, maxConns: DefaultMaxConns, dialTimeout: DefaultDialTimeout,
-		hostAddrs: (&addrCache{}).get, open: map[*Sandbox]struct{}{}}
+		hostAddrs: (&addrCache{}).get, open: map[*Sandbox]struct{}{}, limits: defaultLimits}
 	for _, o := range opts {
 		o(p)
 	}
@@ -109,6 +140,12 @@ func New(opts ...Option) (*Proxy, error) {
 	}
 	if p.maxConns <= 0 {
 		return nil, fmt.Errorf("egress: connection cap %d: use a positive number", p.maxConns)
+	}
+	if p.dialTimeout <= 0 {
+		return nil, fmt.Errorf("egress: dial timeout %v: use a positive duration", p.dialTimeout)
+	}
+	if err := p.limits.check(); err != nil {
+		return nil, err
 	}
 	if p.dir == "" {
 		sweep(os.TempDir(), p.logger)

@@ -20,7 +20,8 @@ type Usage struct {
 	// Connections counts the destinations the proxy connected to.
 	Connections int64
 	// Denials counts refused requests: destinations the policy does not
-	// allow, and connections beyond the cap.
+	// allow, connections beyond the sandbox's or the proxy's cap, and
+	// heads over the limits (431, 414).
 	Denials int64
 	// BytesOut and BytesIn count the bytes the tool sent to and received
 	// from the proxy (request heads and tunnelled data alike).
@@ -37,8 +38,8 @@ type Sandbox struct {
 	logger *slog.Logger
 	sem    chan struct{}
 
-	connected, denials, out, in atomic.Int64
-	lastCapLog, lastPeerLog     atomic.Int64
+	connected, denials, out, in          atomic.Int64
+	lastCapLog, lastPeerLog, lastHeadLog atomic.Int64
 
 	// peers are the host uids besides this process's own that may
 	// connect (Admit): the sandbox's, when it runs as another id.
@@ -172,15 +173,29 @@ func (s *Sandbox) serve() {
 			}
 			continue
 		}
+		// The proxy's cap across sandboxes, after the sandbox's own: a
+		// sandbox over its own cap takes nothing of the others' share.
+		if p := s.proxy; p.conns.Add(1) > int64(p.maxTotalConns) {
+			p.conns.Add(-1)
+			<-s.sem
+			s.denials.Add(1) // before the close the tool sees
+			c.Close()
+			// One line a second for the whole proxy, whichever sandbox.
+			if now := time.Now().Unix(); p.lastCapLog.Swap(now) != now {
+				s.logger.Warn("egress denied: the proxy's connection cap across sandboxes reached", "cap", p.maxTotalConns)
+			}
+			continue
+		}
 		if !s.track(c) {
 			c.Close()
+			s.proxy.conns.Add(-1)
 			<-s.sem
 			return
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer func() { <-s.sem }()
+			defer func() { s.proxy.conns.Add(-1); <-s.sem }()
 			defer s.untrack(c)
 			s.handle(&counted{Conn: c, s: s})
 		}()
@@ -188,19 +203,32 @@ func (s *Sandbox) serve() {
 }
 
 // handle serves one connection: SOCKS5 when its first byte is version 5,
-// else HTTP.
+// else HTTP. Every read of the tool's side goes through h, which caps a
+// head while one is read.
 func (s *Sandbox) handle(c net.Conn) {
-	c.SetReadDeadline(time.Now().Add(headTimeout))
-	br := bufio.NewReader(c)
+	h := &headReader{r: c, sniff: true}
+	br := newReader(h)
+	defer freeReader(br)
+	h.begin(s.proxy.maxHeaderBytes, nil)
+	c.SetReadDeadline(time.Now().Add(s.proxy.headTimeout))
 	first, err := br.Peek(1)
 	if err != nil {
 		return
 	}
 	if first[0] == socksVersion {
-		s.socks(c, br)
+		s.socks(c, br, h)
 		return
 	}
-	s.http(c, br)
+	h.sniff = false
+	s.http(c, br, h)
+}
+
+// tooLarge counts and logs (one line a second) a head over the limits.
+func (s *Sandbox) tooLarge(what string) {
+	s.denials.Add(1)
+	if now := time.Now().Unix(); s.lastHeadLog.Swap(now) != now {
+		s.logger.Warn("egress denied: "+what+" over the proxy's limit", "bytes", s.proxy.maxHeaderBytes, "lines", maxHeadLines)
+	}
 }
 
 // denied counts and logs a refusal.
@@ -213,14 +241,16 @@ func (s *Sandbox) denied(proto string, d *Denial) {
 // The tool side's buffered bytes (read past the request head, and counted
 // then) go first; the rest is copied between the bare connections, so the
 // kernel splices TCP and unix sockets without a copy through this process
-// (net.TCPConn.ReadFrom), and io.Copy's totals are the counters.
+// (net.TCPConn.ReadFrom), and io.Copy's totals are the counters. A tunnel
+// lasts while its bytes move (idle.go).
 func (s *Sandbox) relay(tool net.Conn, buffered *bufio.Reader, up net.Conn) {
 	if !s.track(up) {
 		up.Close()
 		return
 	}
 	defer s.untrack(up)
-	tool.SetReadDeadline(time.Time{})
+	tool.SetDeadline(time.Time{})
+	defer watchIdle(tool, up, s.proxy.idleTimeout, s.logger).stop()
 	raw := tool
 	if c, ok := tool.(*counted); ok {
 		raw = c.Conn

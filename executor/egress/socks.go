@@ -38,8 +38,11 @@ const (
 	socksAtypUnsupported = 8
 )
 
-// socks serves one SOCKS5 exchange.
-func (s *Sandbox) socks(c net.Conn, br *bufio.Reader) {
+// socks serves one SOCKS5 exchange. Its frames are length-prefixed by
+// single bytes, so what it reads is bounded however the tool lies, and
+// all of it comes within the head timeout handle set, which no trickle
+// renews; h keeps its byte cap until the tunnel starts.
+func (s *Sandbox) socks(c net.Conn, br *bufio.Reader, h *headReader) {
 	// Greeting: VER NMETHODS METHODS...
 	var hdr [2]byte
 	if _, err := io.ReadFull(br, hdr[:]); err != nil {
@@ -50,10 +53,10 @@ func (s *Sandbox) socks(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	if !slices.Contains(methods, socksNoAuth) {
-		c.Write([]byte{socksVersion, socksNoMethod})
+		s.answer(c, []byte{socksVersion, socksNoMethod})
 		return
 	}
-	if _, err := c.Write([]byte{socksVersion, socksNoAuth}); err != nil {
+	if s.answer(c, []byte{socksVersion, socksNoAuth}) != nil {
 		return
 	}
 	// Request: VER CMD RSV ATYP DST.ADDR DST.PORT
@@ -63,11 +66,11 @@ func (s *Sandbox) socks(c net.Conn, br *bufio.Reader) {
 	}
 	host, port, code := readSocksAddr(br, req[3])
 	if code != socksOK {
-		socksReply(c, code)
+		s.socksReply(c, code)
 		return
 	}
 	if req[1] != socksCmdConnect {
-		socksReply(c, socksCmdUnsupported)
+		s.socksReply(c, socksCmdUnsupported)
 		return
 	}
 	up, err := s.dial(s.ctx, host, port)
@@ -77,19 +80,20 @@ func (s *Sandbox) socks(c net.Conn, br *bufio.Reader) {
 		switch {
 		case errors.As(err, &d):
 			s.denied("socks5", d)
-			socksReply(c, socksNotAllowed)
+			s.socksReply(c, socksNotAllowed)
 		case errors.As(err, &u) && u.Resolve:
-			socksReply(c, socksHostUnreachable)
+			s.socksReply(c, socksHostUnreachable)
 		default:
-			socksReply(c, socksRefused)
+			s.socksReply(c, socksRefused)
 		}
 		return
 	}
 	s.connected.Add(1)
-	if socksReply(c, socksOK) != nil {
+	if s.socksReply(c, socksOK) != nil {
 		up.Close()
 		return
 	}
+	h.end()
 	s.relay(c, br, up)
 }
 
@@ -129,7 +133,6 @@ func readSocksAddr(br *bufio.Reader, atyp byte) (string, uint16, byte) {
 }
 
 // socksReply answers with code and a zero IPv4 bound address.
-func socksReply(c net.Conn, code byte) error {
-	_, err := c.Write([]byte{socksVersion, code, 0, socksAtypIPv4, 0, 0, 0, 0, 0, 0})
-	return err
+func (s *Sandbox) socksReply(c net.Conn, code byte) error {
+	return s.answer(c, []byte{socksVersion, code, 0, socksAtypIPv4, 0, 0, 0, 0, 0, 0})
 }
