@@ -118,13 +118,31 @@ func (s *Sandbox) forward(c net.Conn, req *http.Request) bool {
 	}
 	keep := !req.Close // what the tool asked for, before the upstream side is closed
 	req.Close = true
+	// A tool that expects 100-continue (curl, for a body over 1 KiB) waits
+	// for it before it sends the body, and req.Write waits for the body:
+	// the proxy says 100 itself, the upstream server is not asked (RFC
+	// 9110 10.1.1 lets a proxy answer the expectation), and the request
+	// goes up whole, so its head is garbage before the response's is read
+	// (one head a connection, as limits.go counts).
+	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+		req.Header.Del("Expect")
+		err := s.answer(c, []byte("HTTP/1.1 100 Continue\r\n\r\n"))
+		c.SetWriteDeadline(time.Time{})
+		if err != nil {
+			return false
+		}
+	}
 	if err := req.Write(up); err != nil {
 		s.reply(c, http.StatusBadGateway, "moat egress: send the request upstream: "+err.Error())
 		return false
 	}
 	// req is not used past here, so its head is garbage while the
 	// response's is read (limits.go counts one head a connection).
-	resp, err := s.readResponse(up, &http.Request{Method: req.Method})
+	resp, err := s.readResponse(up, &http.Request{Method: req.Method}, func(interim *http.Response) error {
+		err := s.answer(c, interimHead(interim))
+		c.SetWriteDeadline(time.Time{}) // the body streams as long as it moves (watchIdle)
+		return err
+	})
 	if err != nil {
 		s.logger.Debug("egress: a bad response head", "host", host, "err", err)
 		s.reply(c, http.StatusBadGateway, err.Error())
@@ -140,21 +158,46 @@ func (s *Sandbox) forward(c net.Conn, req *http.Request) bool {
 	return keep
 }
 
+// maxInterim bounds the interim (1xx) responses forwarded before the final
+// one: a server that sends them without end must not hold the connection.
+const maxInterim = 8
+
 // readResponse reads the response head of req from up, in at most the
 // proxy's head bytes and lines and within its response header timeout.
+// An interim response (1xx but 101, which cannot come: Upgrade is not
+// forwarded) goes to interim as it comes, each one within the same bounds,
+// and the final one is returned (RFC 9110 15.2: a proxy forwards 100
+// Continue, which curl waits for before it sends a POST's body, and then
+// the final response: on main the 100 was taken for the whole answer).
 // The body then streams through the same pooled reader, given back when
 // the body is closed.
-func (s *Sandbox) readResponse(up net.Conn, req *http.Request) (*http.Response, error) {
+func (s *Sandbox) readResponse(up net.Conn, req *http.Request, interim func(*http.Response) error) (*http.Response, error) {
 	p := s.proxy
 	h := &headReader{r: up}
 	br := newReader(h)
-	h.begin(p.maxHeaderBytes, nil)
-	up.SetReadDeadline(time.Now().Add(p.responseHeaderTimeout))
-	resp, err := http.ReadResponse(br, req)
-	h.end()
-	up.SetReadDeadline(time.Time{})
-	if err == nil && h.over() {
-		err = errHeadTooLarge
+	var resp *http.Response
+	var err error
+	for n := 0; ; n++ {
+		h.begin(p.maxHeaderBytes, nil)
+		up.SetReadDeadline(time.Now().Add(p.responseHeaderTimeout))
+		resp, err = http.ReadResponse(br, req)
+		h.end()
+		up.SetReadDeadline(time.Time{})
+		if err == nil && h.over() {
+			err = errHeadTooLarge
+		}
+		if err != nil || resp.StatusCode < 100 || resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		if n == maxInterim {
+			err = fmt.Errorf("moat egress: %s sent more than %d interim (1xx) responses", up.RemoteAddr(), maxInterim)
+			freeReader(br)
+			return nil, err
+		}
+		if err = interim(resp); err != nil {
+			freeReader(br)
+			return nil, err
+		}
 	}
 	if err != nil {
 		err = h.cause(err)
@@ -173,6 +216,16 @@ func (s *Sandbox) readResponse(up net.Conn, req *http.Request) (*http.Response, 
 	}
 	freeReader(br)
 	return nil, err
+}
+
+// interimHead is the head of an interim response as the tool gets it: its
+// status line and fields, with no body (RFC 9110 15.2).
+func interimHead(r *http.Response) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "HTTP/%d.%d %03d %s\r\n", r.ProtoMajor, r.ProtoMinor, r.StatusCode, http.StatusText(r.StatusCode))
+	r.Header.Write(&b)
+	b.WriteString("\r\n")
+	return []byte(b.String())
 }
 
 // freeOnClose returns a response's reader to the pool when its body is

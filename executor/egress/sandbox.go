@@ -154,9 +154,11 @@ func (s *Sandbox) serve() {
 		if err != nil {
 			return // closed
 		}
+		// Each refusal is counted before the close the peer sees, so what
+		// Usage says when the peer learns of it already holds it.
 		if uid, pid, ok := s.admits(c); !ok {
-			c.Close()
 			s.denials.Add(1)
+			c.Close()
 			if now := time.Now().Unix(); s.lastPeerLog.Swap(now) != now {
 				s.logger.Warn("egress denied: a connection from a process that is not the sandbox", "uid", uid, "pid", pid)
 			}
@@ -165,8 +167,8 @@ func (s *Sandbox) serve() {
 		select {
 		case s.sem <- struct{}{}:
 		default:
-			c.Close()
 			s.denials.Add(1)
+			c.Close()
 			// One line a second at most: the flood must not become a log flood.
 			if now := time.Now().Unix(); s.lastCapLog.Swap(now) != now {
 				s.logger.Warn("egress denied: connection cap reached", "cap", cap(s.sem))
