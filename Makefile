@@ -21,11 +21,16 @@
 #                  one run (.ci/speed): warm dispatch with and without the C
 #                  tail, an idle pooled sandbox's Pss, two at a time, and
 #                  cold `moat run` against bwrap (moatbench); SPEED_RUNS each
+#   make cri-test  moat-runtime and runc side by side under containerd's CRI
+#                  (.ci/cri/run): critest and a crictl scenario per handler,
+#                  offline (a local registry, a private containerd), each
+#                  compared with cmd/moat-runtime/testdata/cri-*.expected;
+#                  needs root and what .ci/setup installs
 
 GO ?= /usr/local/go/bin/go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: build test vm-test vm-image vm-clean vagrant-test vagrant-box vagrant-clean soak speed
+.PHONY: build test vm-test vm-image vm-clean vagrant-test vagrant-box vagrant-clean soak speed cri-test cri-clean
 
 SOAK_DISPATCHES ?= 10000
 SOAK_RUNS ?= 2000
@@ -63,3 +68,10 @@ soak:
 
 speed:
 	.ci/speed $(SPEED_RUNS)
+
+cri-test:
+	.ci/cri/run
+
+cri-clean:
+	.ci/cri/stop
+	rm -rf .cri
