@@ -93,6 +93,15 @@ func TestRunCrashLoopLeavesNothing(t *testing.T) {
 	var parents []string
 	if root {
 		parents = moatParents(t)
+		// One whole run with a limit first, so moat's cgroup parent exists
+		// whatever the kills below reach: on a slow host (a VM under TCG
+		// beside a busy one) every kill can land before the first leaf,
+		// and the sweep's decoys need the parent.
+		warm := exec.Command(moatBin(t), "run", "--memory", "128M", "--", "/bin/true")
+		warm.Env, warm.Dir = env, base
+		if out, err := warm.CombinedOutput(); err != nil {
+			t.Fatalf("the first run: %v: %s", err, out)
+		}
 	}
 
 	// 40 kills; `make soak` sets MOAT_SOAK_RUN_KILLS.
