@@ -32,12 +32,15 @@ import (
 
 // Main is the TestMain body of a package that runs the kit: in a sandbox
 // init it becomes the sandbox (nsexec.Init); in the runner copy it runs the
-// runner program and exits; otherwise it runs the tests, then the cleanups.
+// runner program and exits; otherwise it skips the examples whose need
+// this host lacks (testenv.ExamplesNeed), runs the tests, then the
+// cleanups.
 func Main(m *testing.M, cleanups ...func()) {
 	nsexec.Init() // a sandbox init started by a provider under test never returns
 	if isRunner() {
 		runnerMain()
 	}
+	testenv.SkipExamples()
 	code := m.Run()
 	cleanupRunner()
 	for _, c := range cleanups {

@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 		runHelper(name)
 		return
 	}
+	testenv.SkipExamples()
 	code := m.Run()
 	removeRootfs()
 	os.Exit(code)

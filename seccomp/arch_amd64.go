@@ -1,8 +1,0 @@
-package seccomp
-
-import "golang.org/x/sys/unix"
-
-const (
-	nativeAuditArch = unix.AUDIT_ARCH_X86_64
-	x32Bit          = 0x40000000 // __X32_SYSCALL_BIT
-)

@@ -1,0 +1,4 @@
+package seccomp
+
+// precompiledNative is this architecture's table (precompiled.go).
+var precompiledNative = &precompiledAMD64
