@@ -232,7 +232,9 @@ func BenchmarkHostIDAcquire(b *testing.B) {
 // of the sandbox ran; an error from it fails the start with that error and
 // frees the id, so the next start of a one-id range gets it. Rootless the
 // id heard is the caller's own.
-func TestIdentityChosenBeforeTheSpawn(t *testing.T) { asRootAndNobody(t, testIdentityChosenBeforeTheSpawn) }
+func TestIdentityChosenBeforeTheSpawn(t *testing.T) {
+	asRootAndNobody(t, testIdentityChosenBeforeTheSpawn)
+}
 
 func testIdentityChosenBeforeTheSpawn(t *testing.T) {
 	wd := t.TempDir()
