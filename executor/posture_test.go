@@ -352,3 +352,22 @@ func TestPostureDecodesAsTheReferenceReads(t *testing.T) {
 		}
 	}
 }
+
+// TestFloorRefusesWhatTheReferenceCrashesOn: bounds or isolation of null
+// make the reference's judgeDescriptor throw a TypeError ("Cannot read
+// properties of null"); moat refuses them as missing, naming the field.
+func TestFloorRefusesWhatTheReferenceCrashesOn(t *testing.T) {
+	for field, doc := range map[string]string{
+		"construction['subprocess'].bounds":    `{"regulatedPosture":1,"kind":"tool-executor","name":"subprocess","ledger":true,"allowEnv":[],"bounds":null,"isolation":{"flavor":"subprocess","sandboxed":true}}`,
+		"construction['subprocess'].isolation": `{"regulatedPosture":1,"kind":"tool-executor","name":"subprocess","ledger":true,"allowEnv":[],"bounds":{"timeoutMs":1,"maxOutputBytes":1},"isolation":null}`,
+	} {
+		var p executor.Posture
+		if err := json.Unmarshal([]byte(doc), &p); err != nil {
+			t.Fatal(err)
+		}
+		var fe *executor.FloorError
+		if err := executor.RegulatedFloor(p); !errors.As(err, &fe) || fe.Field != field {
+			t.Errorf("%s: %v, want a FloorError on %s", doc, err, field)
+		}
+	}
+}
