@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/executor/subprocess"
 	"github.com/moat-sandbox/moat/ledger"
@@ -90,9 +95,9 @@ func TestBareNamesWithoutPATHAreTheReferences(t *testing.T) {
 	if x.callerPath != "/usr/bin:/bin" || x.sandboxPath != "/bin:/usr/bin" {
 		t.Fatalf("caller PATH %q, sandbox PATH %q; want /usr/bin:/bin and /bin:/usr/bin", x.callerPath, x.sandboxPath)
 	}
-	if _, err := os.Stat("/usr/local/bin/go"); err == nil {
-		if _, _, err := x.exposeArgv([]string{"go", "version"}); !isNotFound(err) {
-			t.Fatalf("bare go (in /usr/local/bin only): %v; the reference's spawn says ENOENT", err)
+	if local := testenv.LocalBinOnly(); local != "" {
+		if _, _, err := x.exposeArgv([]string{local}); !isNotFound(err) {
+			t.Fatalf("bare %s (in /usr/local/bin only): %v; the reference's spawn says ENOENT", local, err)
 		}
 	}
 }
@@ -106,4 +111,33 @@ func deref[T any](p *T) any {
 		return nil
 	}
 	return *p
+}
+
+// TestReadmeInstallsMoatWhereItsSnippetNamesIt: the README's install step,
+// `make install`, installs bin/moat, and bin/moat-init beside it, into the
+// directory of the absolute path its launcher snippet names
+// (/usr/local/bin/moat), which nothing installed before.
+func TestReadmeInstallsMoatWhereItsSnippetNamesIt(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`sandbox: \(\{ workdir \}\) => \['(/[^']+)'`).FindSubmatch(b)
+	if m == nil || !strings.Contains(string(b), "`make install`") {
+		t.Fatal("README.md has no launcher snippet with an absolute path to moat, or no `make install` step")
+	}
+	want := filepath.Dir(string(m[1]))
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		testenv.Skipf(t, "no make here to read the install target with: %v", err)
+	}
+	dest := t.TempDir()
+	out, err := exec.Command(mk, "-n", "-C", "../..", "install", "DESTDIR="+dest).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n install: %v\n%s", err, out)
+	}
+	line := regexp.MustCompile(`(?m)^install -m 0755 bin/moat bin/moat-init .*` + regexp.QuoteMeta(dest+want) + `/$`)
+	if !line.Match(out) {
+		t.Fatalf("make install does not put bin/moat and bin/moat-init into %s (the snippet's %s):\n%s", want, m[1], out)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/executor/subprocess"
 	"github.com/moat-sandbox/moat/ledger"
@@ -64,7 +65,8 @@ func TestSpawnFailureIsRecordedAfterTheIntent(t *testing.T) {
 // TestBareCommandWithoutPATHSearchesUsrBinAndBin: with no PATH in the tool
 // environment a bare name is searched in /usr/bin:/bin, as the
 // reference's spawn (libuv, glibc's _PATH_DEFPATH) searches it: `sh` runs,
-// and `go`, which lies in /usr/local/bin only on this host, is ENOENT.
+// and a name only /usr/local/bin holds (go, on the development host) is
+// ENOENT, as the reference's "spawn go ENOENT".
 func TestBareCommandWithoutPATHSearchesUsrBinAndBin(t *testing.T) {
 	p, err := subprocess.New(subprocess.WithWorkdirBase(t.TempDir())) // the commands come from the spec
 	if err != nil {
@@ -75,20 +77,17 @@ func TestBareCommandWithoutPATHSearchesUsrBinAndBin(t *testing.T) {
 	if res, err := dispatch(p, ok); err != nil || string(res) != "1" {
 		t.Fatalf("bare sh: %s, %v; want 1", res, err)
 	}
-	if _, err := os.Stat("/usr/local/bin/go"); err != nil {
-		t.Skipf("this host has no /usr/local/bin/go to show the default PATH with: %v", err)
-	}
-	for _, d := range []string{"/usr/bin/go", "/bin/go"} {
-		if _, err := os.Stat(d); err == nil {
-			t.Skipf("%s exists: go is not in /usr/local/bin only", d)
-		}
+	local := testenv.LocalBinOnly()
+	if local == "" {
+		t.Log("no executable lies in /usr/local/bin alone on this host: only the search of /usr/bin:/bin is shown")
+		return
 	}
 	missing := request("tool")
-	missing.Spec = json.RawMessage(`{"command":"go","args":["version"]}`)
+	missing.Spec = json.RawMessage(`{"command":"` + local + `"}`)
 	_, err = dispatch(p, missing)
 	e := wantCode(t, err, executor.CodeSpawn)
-	if e.Message != "tool 'tool' could not be spawned: spawn go ENOENT" {
-		t.Fatalf("bare go: %q, the reference's spawn go ENOENT", e.Message)
+	if want := "tool 'tool' could not be spawned: spawn " + local + " ENOENT"; e.Message != want {
+		t.Fatalf("bare %s: %q, want %q", local, e.Message, want)
 	}
 }
 
