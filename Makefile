@@ -1,6 +1,10 @@
 # moat: build and test entry points.
 #
 #   make build     go build -o bin/moat ./cmd/moat
+#   make install   the static release binaries (.ci/build-static bin), moat,
+#                  moat-init and moat-runtime, installed into $(PREFIX)/bin
+#                  (default /usr/local/bin, the path the README's launcher
+#                  snippet names); DESTDIR stages them elsewhere
 #   make test      the CI suite on this host (.ci/test: go vet, go test ./...)
 #   make vm-test   the suite in a pure cgroup v2 VM with a stock Debian 12
 #                  kernel, as root and as an ordinary user (.ci/vm/README.md);
@@ -30,7 +34,7 @@
 GO ?= /usr/local/go/bin/go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: build test vm-test vm-image vm-clean vagrant-test vagrant-box vagrant-clean soak speed cri-test cri-clean
+.PHONY: build install test vm-test vm-image vm-clean vagrant-test vagrant-box vagrant-clean soak speed cri-test cri-clean
 
 SOAK_DISPATCHES ?= 10000
 SOAK_RUNS ?= 2000
@@ -38,8 +42,15 @@ SOAK_KILLS ?= 1000
 SOAK_RUN_KILLS ?= 200
 SPEED_RUNS ?= 300
 
+PREFIX ?= /usr/local
+
 build:
 	$(GO) build -o bin/moat ./cmd/moat
+
+install:
+	.ci/build-static bin
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 bin/moat bin/moat-init bin/moat-runtime $(DESTDIR)$(PREFIX)/bin/
 
 test:
 	.ci/test

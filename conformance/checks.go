@@ -49,8 +49,8 @@ var checks = []check{
 		}
 	}},
 	{"e4", "injects minted credentials", func(k *kit) {
-		creds := func(context.Context, *executor.Request) (map[string]string, error) {
-			return map[string]string{"RV_CRED": "minted-token"}, nil
+		creds := func(context.Context, *executor.Request) ([]executor.Credential, error) {
+			return []executor.Credential{{Name: "RV_CRED", Value: "minted-token"}}, nil
 		}
 		v := k.readEnv(Config{Credentials: creds}, "RV_CRED", nil)
 		if v == nil || *v != "minted-token" {

@@ -64,12 +64,12 @@ var compareCases = []struct {
 	{"kill -9 self", `{"behavior":"raise","signal":9}`, Config{}, "SIGKILL"},
 	{"abort", `{"behavior":"raise","signal":6}`, Config{}, "SIGABRT"},
 	{"kill -TERM self", `{"behavior":"raise","signal":15}`, Config{}, "SIGTERM"},
-	{"timeout without a handler", `{"behavior":"sleep","ms":100000}`, Config{Timeout: 300 * time.Millisecond, KillGrace: 30 * time.Second}, "SIGTERM"},
+	{"timeout without a handler", `{"behavior":"sleep","ms":100000}`, Config{Timeout: 300 * time.Millisecond, KillGrace: grace(30 * time.Second)}, "SIGTERM"},
 	// The tool must have installed its SIGTERM handler before the timeout
 	// fires, or the SIGTERM ends it: 2 s leaves room for a runner's start on
 	// a loaded host or under TCG (300 ms ended it by SIGTERM in a VM beside
 	// a busy host, in both providers).
-	{"timeout ignoring SIGTERM", `{"behavior":"ignore-term"}`, Config{Timeout: 2 * time.Second, KillGrace: 300 * time.Millisecond}, "SIGKILL"},
+	{"timeout ignoring SIGTERM", `{"behavior":"ignore-term"}`, Config{Timeout: 2 * time.Second, KillGrace: grace(300 * time.Millisecond)}, "SIGKILL"},
 }
 
 // Compare runs the same tool behaviours under a reference provider (the

@@ -21,6 +21,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -58,21 +59,26 @@ type Config struct {
 	Command   string
 	Args      []string
 	RunnerDir string
-	// AllowEnv, Credentials, Timeout, KillGrace, MaxOutputBytes and Ledger
-	// configure the provider as the check needs.
+	// AllowEnv, Credentials, Timeout, MaxOutputBytes and Ledger configure
+	// the provider as the check needs.
 	AllowEnv       []string
 	Credentials    executor.CredentialsFunc
 	Timeout        time.Duration
-	KillGrace      time.Duration
 	MaxOutputBytes int
 	Ledger         executor.Ledger
+	// KillGrace, when set, is the SIGTERM to SIGKILL grace; a grace of
+	// zero is the reference's killGraceMs 0, SIGKILL right after the
+	// SIGTERM. Nil is the provider's default (the reference's kit never
+	// passes one).
+	KillGrace *time.Duration
 }
 
 // Factory builds the provider under test for one check.
 type Factory func(t *testing.T, cfg Config) executor.Provider
 
-// Run runs every reference check, then every isolation check the provider
-// claims, against providers built by newProvider.
+// Run runs every reference check (e1 to e13, e13j), the reference's
+// behaviours its kit leaves out (r1 to r3), then every isolation check the
+// provider claims, against providers built by newProvider.
 func Run(t *testing.T, newProvider Factory, opts ...Option) {
 	t.Helper()
 	var rc runConfig
@@ -83,7 +89,7 @@ func Run(t *testing.T, newProvider Factory, opts ...Option) {
 	if err != nil {
 		t.Fatalf("conformance: prepare the runner program: %v", err)
 	}
-	for _, c := range checks {
+	for _, c := range append(slices.Clone(checks), departureChecks...) {
 		t.Run(c.id+"_"+c.name, func(t *testing.T) {
 			c.run(&kit{t: t, id: c.id, runner: runner, factory: newProvider})
 		})

@@ -34,9 +34,11 @@ func newLoggingProvider(cfg conformance.Config, log *slog.Logger) (*loggingProvi
 		subprocess.WithCommand(cfg.Command, cfg.Args...),
 		subprocess.WithAllowEnv(cfg.AllowEnv...),
 		subprocess.WithTimeout(cfg.Timeout),
-		subprocess.WithKillGrace(cfg.KillGrace),
 		subprocess.WithMaxOutputBytes(cfg.MaxOutputBytes),
 		subprocess.WithCredentials(cfg.Credentials),
+	}
+	if cfg.KillGrace != nil { // nil: the provider's default; 0: SIGKILL at once
+		opts = append(opts, subprocess.WithKillGrace(*cfg.KillGrace))
 	}
 	if cfg.Ledger != nil {
 		opts = append(opts, subprocess.WithLedger(cfg.Ledger))

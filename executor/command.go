@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
 
-// isToolName is the reference's rule for tool names (contract 2.5).
+// isToolName is the reference's definition-time rule for tool names
+// (contract 2.5, core's tool()), which Registry.Bind applies.
 // It is checked by hand, not as the regexp ^[a-zA-Z0-9_-]{1,64}$: compiling
 // regexps at package init cost every moat start a tenth of a millisecond.
 func isToolName(s string) bool {
@@ -29,20 +32,28 @@ func isToolName(s string) bool {
 
 // checkRequest refuses a malformed request before anything happens, and
 // returns its args compacted.
+//
+// The tool name and the executor tag are taken as the reference's executors
+// take them: any string (github.create_issue, my.tool, an empty name), the
+// tag recorded in the ledger as given. Refused are only what would hurt the
+// host or could not be recorded: a '/' in the name, which would make the
+// workdir's path leave its base (the reference's mkdtemp of
+// "rulvar-exec-../../x-" makes /tmp/x-XXXXXX), a NUL byte, which no path or
+// environment variable can hold, and bytes that are not UTF-8, which no JS
+// string holds and no ledger row can record.
 func checkRequest(req *Request) (json.RawMessage, error) {
 	if req == nil {
 		return nil, newError(CodeConfig, nil, "dispatch: the request is nil")
 	}
-	if req.Tool == "" {
-		return nil, newError(CodeConfig, nil, "dispatch: the request has an empty tool name; set Request.Tool to the tool's contract name")
-	}
-	if !isToolName(req.Tool) {
-		return nil, newError(CodeConfig, nil, "dispatch: tool name %q is not allowed; names must match ^[a-zA-Z0-9_-]{1,64}$", req.Tool)
-	}
-	switch req.Executor {
-	case "", "subprocess", "container":
-	default:
-		return nil, newError(CodeConfig, nil, "tool '%s' declares executor '%s'; the isolated executor tags are 'subprocess' and 'container'", req.Tool, req.Executor)
+	switch {
+	case strings.ContainsRune(req.Tool, '/'):
+		return nil, newError(CodeConfig, nil, "dispatch: tool name %q holds a '/', which would make its workdir's path leave the workdir base; name the tool without one", req.Tool)
+	case strings.IndexByte(req.Tool, 0) >= 0:
+		return nil, newError(CodeConfig, nil, "dispatch: tool name %q holds a NUL byte, which no path or environment variable can; name the tool without one", req.Tool)
+	case !utf8.ValidString(req.Tool):
+		return nil, newError(CodeConfig, nil, "dispatch: tool name %q is not valid UTF-8, so no ledger row could record it", req.Tool)
+	case !utf8.ValidString(req.Executor):
+		return nil, newError(CodeConfig, nil, "tool '%s' declares executor %q, which is not valid UTF-8, so no ledger row could record it", req.Tool, req.Executor)
 	}
 	args, err := compactArgs(req.Args)
 	if err != nil {
@@ -52,22 +63,22 @@ func checkRequest(req *Request) (json.RawMessage, error) {
 }
 
 // resolveCommand picks the command and its argv from the tool's spec and the
-// provider's fallback (contract 5.2): spec.command when it is a string, even
-// empty; otherwise the provider's command; spec.args keeps only strings.
+// provider's fallback (contract 5.2), member by member as the reference
+// reads them: spec.command when it is a string, even empty, else the
+// provider's command; spec.args when it is an array, keeping only its
+// strings, else none. A spec that is not an object (null, a string, an
+// array) counts as {}.
 func resolveCommand(req *Request, cfg *Config) (string, []string, error) {
-	var spec struct {
-		Command *string `json:"command"`
-		Args    []any   `json:"args"`
-	}
+	var spec map[string]json.RawMessage
 	if len(req.Spec) > 0 {
-		// A spec that is not an object (null, a string) counts as {}.
 		if err := json.Unmarshal(req.Spec, &spec); err != nil {
-			spec.Command, spec.Args = nil, nil
+			spec = nil
 		}
 	}
 	command := cfg.Command
-	if spec.Command != nil {
-		command = *spec.Command
+	var specCommand string
+	if json.Unmarshal(spec["command"], &specCommand) == nil && isJSONString(spec["command"]) {
+		command = specCommand
 	}
 	if command == "" {
 		fix := cfg.Messages.NoCommand
@@ -77,21 +88,36 @@ func resolveCommand(req *Request, cfg *Config) (string, []string, error) {
 		return "", nil, newError(CodeConfig, nil, "tool '%s' has no command: %s", req.Tool, fix)
 	}
 	argv := append([]string(nil), cfg.Args...)
-	for _, a := range spec.Args {
-		if s, ok := a.(string); ok {
-			argv = append(argv, s)
+	var specArgs []json.RawMessage
+	if json.Unmarshal(spec["args"], &specArgs) == nil {
+		for _, a := range specArgs {
+			var s string
+			if isJSONString(a) && json.Unmarshal(a, &s) == nil {
+				argv = append(argv, s)
+			}
 		}
 	}
 	return command, argv, nil
 }
 
-// defaultPath is searched for a bare command name when the tool environment
-// has no PATH, as execvp(3) and libuv do.
-const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+// isJSONString reports whether raw is a JSON string (not null, which
+// encoding/json decodes into a string without complaint).
+func isJSONString(raw json.RawMessage) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '"'
+}
 
-// lookPath resolves command the way execvp would in the child: a name with a
-// slash is taken as a path (relative to dir, the child's cwd), a bare name
-// is searched in path. It returns a path that exists and is executable.
+// defaultPath is searched for a bare command name when the tool environment
+// has no PATH: _PATH_DEFPATH of glibc's <paths.h>, which libuv, and so the
+// reference's spawn, falls back to (a bare "go" that lies only in
+// /usr/local/bin is ENOENT there).
+const defaultPath = "/usr/bin:/bin"
+
+// lookPath resolves command the way the reference's spawn (libuv's execvp)
+// would in the child: a name with a slash is taken as a path (relative to
+// dir, the child's cwd), a bare name is searched in path. It returns a path
+// that exists and is executable, or an error wrapping the errno the spawn
+// would fail with (ENOENT, EACCES).
 func lookPath(command, path, dir string) (string, error) {
 	if strings.Contains(command, "/") {
 		p := command
@@ -123,7 +149,26 @@ func lookPath(command, path, dir string) (string, error) {
 	if denied != nil {
 		return "", denied
 	}
-	return "", fmt.Errorf("exec %q: not found in PATH %q: %w", command, path, fs.ErrNotExist)
+	return "", fmt.Errorf("exec %q: not found in PATH %q: %w", command, path, unix.ENOENT)
+}
+
+// spawnError is the reference's spawn failure (contract 5.5): "tool '<tool>'
+// could not be spawned: " and Node's own text, "spawn <command> <ERRNO>"
+// (spawn /no/such/tool ENOENT), with err as the cause.
+func spawnError(tool, command string, err error) *Error {
+	return newError(CodeSpawn, err, "tool '%s' could not be spawned: %s", tool, SpawnText(command, err))
+}
+
+// SpawnText is how Node words a failed spawn of command: "spawn <command>
+// <ERRNO>" when err carries an errno, else err's own text.
+func SpawnText(command string, err error) string {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		if name := unix.ErrnoName(errno); name != "" {
+			return "spawn " + command + " " + name
+		}
+	}
+	return err.Error()
 }
 
 func checkExecutable(p string) error {
@@ -132,10 +177,11 @@ func checkExecutable(p string) error {
 		return err
 	}
 	if fi.IsDir() {
-		return unix.EISDIR
+		// execve(2) of a directory fails EACCES, as Node reports it.
+		return fmt.Errorf("is a directory: %w", unix.EACCES)
 	}
 	if err := unix.Access(p, unix.X_OK); err != nil {
-		return unix.EACCES
+		return fmt.Errorf("not executable: %w", unix.EACCES)
 	}
 	return nil
 }

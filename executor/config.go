@@ -54,11 +54,16 @@ type SandboxFunc func(workdir string, req *Request) ([]string, error)
 type Config struct {
 	// Name is the provider's name, used in log lines ("subprocess").
 	Name string
-	// Timeout is the wall-clock ceiling from spawn; KillGrace the time
-	// between SIGTERM and SIGKILL; MaxOutputBytes the per-stream cap.
+	// Timeout is the wall-clock ceiling from spawn; MaxOutputBytes the
+	// per-stream cap.
 	Timeout        time.Duration
-	KillGrace      time.Duration
 	MaxOutputBytes int
+	// KillGrace is the time between SIGTERM and SIGKILL. Zero is
+	// DefaultKillGrace unless KillGraceSet says it was given: then SIGKILL
+	// follows the SIGTERM at once, as the reference's killGraceMs 0 does.
+	// The providers' WithKillGrace options set both.
+	KillGrace    time.Duration
+	KillGraceSet bool
 	// DrainTimeout bounds the wait for the pipes once the tree is gone.
 	DrainTimeout time.Duration
 	// WorkdirBase is the parent of the per-call workdirs (default
@@ -80,10 +85,13 @@ type Config struct {
 	// are prepended to the spec's args.
 	Command string
 	Args    []string
-	// ResolveCommand makes the pipeline resolve the command on the host
-	// (against the tool environment's PATH) before the intent row, so a
-	// missing program is a typed spawn error with nothing written. Providers
-	// whose command is resolved inside a sandbox leave it false.
+	// ResolveCommand makes the pipeline resolve what it starts (the
+	// command, or the sandbox prefix's first word) on the host, against the
+	// tool environment's PATH, after the intent row: a missing or
+	// non-executable program is a spawn error whose outcome row the ledger
+	// holds, as the reference's spawn failure is. Providers whose command is
+	// resolved inside a sandbox, or that start a CLI of their own, leave it
+	// false.
 	ResolveCommand bool
 	// Now is the clock for startedAt and durationMs (default time.Now).
 	Now func() time.Time
@@ -141,9 +149,10 @@ func NewPipeline(cfg Config) (*Pipeline, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.KillGrace == 0 {
+	if cfg.KillGrace == 0 && !cfg.KillGraceSet {
 		cfg.KillGrace = DefaultKillGrace
 	}
+	cfg.KillGraceSet = true // resolved: zero from here on means SIGKILL at once
 	if cfg.MaxOutputBytes == 0 {
 		cfg.MaxOutputBytes = DefaultMaxOutputBytes
 	}

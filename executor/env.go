@@ -2,8 +2,6 @@ package executor
 
 import (
 	"context"
-	"maps"
-	"slices"
 )
 
 // The three variables the pipeline injects into every tool's environment
@@ -14,9 +12,17 @@ const (
 	EnvIdempotencyKey = "RULVAR_IDEMPOTENCY_KEY"
 )
 
+// Credential is one minted environment variable.
+type Credential struct {
+	Name, Value string
+}
+
 // CredentialsFunc mints per-call environment variables (credentials); it is
-// called fresh for every dispatch, after the intent row.
-type CredentialsFunc func(ctx context.Context, req *Request) (map[string]string, error)
+// called fresh for every dispatch, after the intent row. They reach the
+// tool (and the container CLI's -e list) in the order given, as the
+// reference passes the object's members in insertion order; a name given
+// twice keeps its first place and its last value.
+type CredentialsFunc func(ctx context.Context, req *Request) ([]Credential, error)
 
 // buildEnv builds the replaced environment in the contract's order, later
 // writes winning: the allowlisted host variables that are set, then the
@@ -43,8 +49,8 @@ func buildEnv(ctx context.Context, req *Request, allow []string, lookup func(str
 		if err != nil {
 			return nil, err // raw, as the contract requires (5.7 step 5)
 		}
-		for _, k := range slices.Sorted(maps.Keys(minted)) {
-			set(k, minted[k])
+		for _, c := range minted {
+			set(c.Name, c.Value)
 		}
 	}
 	set(EnvTool, req.Tool)

@@ -25,10 +25,15 @@ import (
 
 // Request is one tool call handed to a provider (IsolatedExecRequest).
 type Request struct {
-	// Executor is the tag the tool declared: "subprocess" or "container".
-	// It is recorded in the ledger as is; empty means "subprocess".
+	// Executor is the tag the tool declared ("subprocess" or "container"
+	// for the reference's tools). It is recorded in the ledger as given,
+	// whatever it is, as the reference records it; empty means "subprocess".
 	Executor string
-	// Tool is the tool's contract name; it must match ^[a-zA-Z0-9_-]{1,64}$.
+	// Tool is the tool's contract name. Any UTF-8 string dispatches, as in
+	// the reference (github.create_issue, my.tool), but one holding a '/'
+	// or a NUL byte, which would take its workdir's path out of the
+	// workdir base (Registry.Bind applies the reference's definition-time
+	// rule, ^[a-zA-Z0-9_-]{1,64}$).
 	Tool string
 	// Args are the validated call arguments, any JSON value.
 	Args json.RawMessage

@@ -25,14 +25,6 @@ func (p *Pipeline) Dispatch(ctx context.Context, req *Request, launcher Launcher
 	if err != nil {
 		return nil, err
 	}
-	if cfg.ResolveCommand && cfg.Sandbox == nil {
-		path, _ := envValue(allowedEnv(cfg), "PATH")
-		resolved, err := lookPath(command, path, "")
-		if err != nil {
-			return nil, newError(CodeSpawn, err, "tool '%s' could not be spawned: %v", req.Tool, err)
-		}
-		command = resolved
-	}
 	argsHash, err := HashArgs(args)
 	if err != nil {
 		return nil, newError(CodeConfig, err, "tool '%s' was not dispatched: %v", req.Tool, err)
@@ -116,6 +108,16 @@ func (p *Pipeline) body(ctx context.Context, req *Request, launcher Launcher, co
 			l.Args = append(append(append([]string(nil), prefix[1:]...), command), toolArgs...)
 		}
 	}
+	if cfg.ResolveCommand {
+		// After the intent, as the reference's spawn fails: the ledger
+		// shows the dispatch that was attempted, with an error outcome.
+		path, _ := envValue(env, "PATH")
+		resolved, err := lookPath(l.Path, path, workdir)
+		if err != nil {
+			return nil, observed{}, spawnError(req.Tool, l.Path, err)
+		}
+		l.Path = resolved
+	}
 	run, err := p.supervise(ctx, l, launcher, stdinDocument(req, args))
 	if err != nil {
 		return nil, observed{}, err
@@ -187,16 +189,4 @@ func executorTag(req *Request) string {
 		return "subprocess"
 	}
 	return req.Executor
-}
-
-// allowedEnv is the part of the tool environment known before the intent:
-// the allowlisted host variables.
-func allowedEnv(cfg *Config) []string {
-	var env []string
-	for _, name := range cfg.AllowEnv {
-		if v, ok := cfg.LookupEnv(name); ok {
-			env = append(env, name+"="+v)
-		}
-	}
-	return env
 }

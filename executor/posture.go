@@ -34,6 +34,10 @@ type Posture struct {
 	Bounds *Bounds `json:"bounds"`
 	// Isolation is what isolates the tool; nil means missing.
 	Isolation *Isolation `json:"isolation"`
+
+	// kindText is String(kind) of a decoded kind that was not a string,
+	// for the floor's message; Kind is then "".
+	kindText string
 }
 
 // The descriptor's fixed values.
@@ -44,10 +48,12 @@ const (
 
 // Bounds are the resolved limits of every dispatch, as they run: a
 // timeout with a fraction of a millisecond is attested with it (1500.5), as
-// the reference attests a fractional timeoutMs.
+// the reference attests a fractional timeoutMs. Both are JavaScript numbers
+// in the reference, so a descriptor from elsewhere may hold a fractional
+// cap too.
 type Bounds struct {
 	TimeoutMs      float64 `json:"timeoutMs"`
-	MaxOutputBytes int64   `json:"maxOutputBytes"`
+	MaxOutputBytes float64 `json:"maxOutputBytes"`
 }
 
 // Flavor names an isolation shape. A reference host knows only subprocess
@@ -261,7 +267,10 @@ func RegulatedFloor(p Posture) error {
 	field := "construction['" + p.Name + "']"
 	if p.Kind != PostureKind {
 		kind := p.Kind
-		if kind == "" {
+		switch {
+		case p.kindText != "":
+			kind = p.kindText // a decoded kind that was not a string
+		case kind == "":
 			kind = "undefined" // String(undefined): the Go zero value is the absent member
 		}
 		if slices.Contains(otherKinds, kind) {
@@ -273,6 +282,8 @@ func RegulatedFloor(p Posture) error {
 		return &FloorError{field + ".ledger", "must be armed (RV4204): configure an effect ledger on the executor so every dispatch is recorded and can be reconciled"}
 	}
 	if p.Bounds == nil {
+		// A decoded descriptor whose bounds lack a member, or hold one that
+		// is not a number, has none (UnmarshalJSON), as the reference sees it.
 		return &FloorError{field + ".bounds", "must state the resolved timeoutMs and maxOutputBytes ceilings (RV4204)"}
 	}
 	switch {
@@ -397,7 +408,7 @@ func (c Config) Posture(name string, isolation *Isolation) Posture {
 		Name:             name,
 		Ledger:           c.Ledger != nil,
 		AllowEnv:         append([]string{}, c.AllowEnv...),
-		Bounds:           &Bounds{TimeoutMs: millis(c.Timeout), MaxOutputBytes: int64(c.MaxOutputBytes)},
+		Bounds:           &Bounds{TimeoutMs: millis(c.Timeout), MaxOutputBytes: float64(c.MaxOutputBytes)},
 		Isolation:        isolation,
 	}
 }

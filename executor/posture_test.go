@@ -316,3 +316,58 @@ func TestRegulatedFloorAgainstTheReference(t *testing.T) {
 		}
 	}
 }
+
+// TestPostureDecodesAsTheReferenceReads: a descriptor decoded into a
+// Posture holds what the reference's judgeDescriptor normalized it to (its
+// output, run on each of these): non-strings dropped from allowEnv,
+// sandboxed and readOnlyRoot === true, network String(network), numbers
+// kept with their fractions, regulatedPosture 1.0 as 1.
+func TestPostureDecodesAsTheReferenceReads(t *testing.T) {
+	for _, tc := range []struct{ in, reference string }{
+		{`{"regulatedPosture":1.0,"kind":"tool-executor","name":"subprocess","ledger":true,"allowEnv":["PATH",7,null,"HOME"],"bounds":{"timeoutMs":1500.5,"maxOutputBytes":1048576.5},"isolation":{"flavor":"subprocess","sandboxed":"yes"}}`,
+			`{"regulatedPosture":1,"kind":"tool-executor","name":"subprocess","ledger":true,"allowEnv":["PATH","HOME"],"bounds":{"timeoutMs":1500.5,"maxOutputBytes":1048576.5},"isolation":{"flavor":"subprocess","sandboxed":false}}`},
+		{`{"regulatedPosture":1,"kind":"tool-executor","name":"container","ledger":true,"allowEnv":"PATH","bounds":{"timeoutMs":5000,"maxOutputBytes":1048576},"isolation":{"flavor":"container","network":5,"readOnlyRoot":1}}`,
+			`{"regulatedPosture":1,"kind":"tool-executor","name":"container","ledger":true,"allowEnv":[],"bounds":{"timeoutMs":5000,"maxOutputBytes":1048576},"isolation":{"flavor":"container","network":"5","readOnlyRoot":false}}`},
+	} {
+		var p executor.Posture
+		if err := json.Unmarshal([]byte(tc.in), &p); err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if err := executor.RegulatedFloor(p); err != nil {
+			t.Errorf("%s: %v; the reference accepts it", tc.in, err)
+		}
+		if got, _ := json.Marshal(p); string(got) != tc.reference {
+			t.Errorf("decoded\n %s\nthe reference's normalized\n %s", got, tc.reference)
+		}
+	}
+	// Not an object: the zero posture, refused as the reference refuses it.
+	for _, doc := range []string{`null`, `5`, `"x"`, `[1]`} {
+		var p executor.Posture
+		if err := json.Unmarshal([]byte(doc), &p); err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		var fe *executor.FloorError
+		if err := executor.RegulatedFloor(p); !errors.As(err, &fe) || fe.Field != "construction" {
+			t.Errorf("%s: %v, want the construction refused", doc, err)
+		}
+	}
+}
+
+// TestFloorRefusesWhatTheReferenceCrashesOn: bounds or isolation of null
+// make the reference's judgeDescriptor throw a TypeError ("Cannot read
+// properties of null"); moat refuses them as missing, naming the field.
+func TestFloorRefusesWhatTheReferenceCrashesOn(t *testing.T) {
+	for field, doc := range map[string]string{
+		"construction['subprocess'].bounds":    `{"regulatedPosture":1,"kind":"tool-executor","name":"subprocess","ledger":true,"allowEnv":[],"bounds":null,"isolation":{"flavor":"subprocess","sandboxed":true}}`,
+		"construction['subprocess'].isolation": `{"regulatedPosture":1,"kind":"tool-executor","name":"subprocess","ledger":true,"allowEnv":[],"bounds":{"timeoutMs":1,"maxOutputBytes":1},"isolation":null}`,
+	} {
+		var p executor.Posture
+		if err := json.Unmarshal([]byte(doc), &p); err != nil {
+			t.Fatal(err)
+		}
+		var fe *executor.FloorError
+		if err := executor.RegulatedFloor(p); !errors.As(err, &fe) || fe.Field != field {
+			t.Errorf("%s: %v, want a FloorError on %s", doc, err, field)
+		}
+	}
+}

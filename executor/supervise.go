@@ -33,32 +33,100 @@ func (r *run) observed() observed {
 }
 
 // stopper sends the kill escalation once, for the first reason to fire
-// (contract 5.5): SIGTERM to the whole tree, SIGKILL after the grace.
+// (contract 5.5): SIGTERM to the whole tree, SIGKILL after the grace, or at
+// once with a zero grace (the reference's killGraceMs 0).
+//
+// A stop for the output cap is sticky at once but signals a little later
+// (capped): a tool that writes its last bytes past the cap and exits, as
+// `printf 12345` under a cap of 5 does, has usually exited by the time the
+// reference's event loop sees the data and kills it, so the reference
+// records exitCode 0 (5 of 5 runs); a Go reader sees the bytes within
+// microseconds and its SIGTERM landed before the tool's exit in 4 of 5.
+// So the signal waits until the tool goes on writing (floodBytes more past
+// the cap, a flood) or capSettle passes, whichever comes first; a tool
+// that exits meanwhile keeps its own exit status. A timeout or an abort
+// signals at once.
 type stopper struct {
-	mu     sync.Mutex
-	proc   Process
-	grace  time.Duration
-	reason Code
-	cause  error
-	kill   *time.Timer
+	mu        sync.Mutex
+	proc      Process
+	grace     time.Duration
+	reason    Code
+	cause     error
+	signalled bool
+	finished  bool
+	kill      *time.Timer
+	settle    *time.Timer
 }
+
+const (
+	// capSettle is how long a tool that reached the output cap may take to
+	// exit by itself before it is signalled.
+	capSettle = 200 * time.Millisecond
+	// floodBytes is how much a tool may write past the cap before it is
+	// signalled without waiting: a pipe's default capacity (pipe(7)).
+	floodBytes = 64 << 10
+)
 
 func (s *stopper) stop(reason Code, cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.reason != "" {
+	if s.reason == "" {
+		s.reason, s.cause = reason, cause
+	}
+	s.signal()
+}
+
+// capped records the output cap as the stop reason (when it is the first)
+// and signals after capSettle unless the tool is gone by then.
+func (s *stopper) capped() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reason != "" || s.finished {
 		return
 	}
-	s.reason, s.cause = reason, cause
+	s.reason = CodeOutputCap
+	s.settle = time.AfterFunc(capSettle, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.signal()
+	})
+}
+
+// flooding signals a capped tool that goes on writing, at once.
+func (s *stopper) flooding() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reason == CodeOutputCap {
+		s.signal()
+	}
+}
+
+// signal sends the escalation, once; s.mu is held.
+func (s *stopper) signal() {
+	if s.signalled || s.finished {
+		return
+	}
+	s.signalled = true
+	if s.settle != nil {
+		s.settle.Stop()
+	}
 	_ = s.proc.Signal(syscall.SIGTERM)
+	if s.grace == 0 {
+		_ = s.proc.Signal(syscall.SIGKILL)
+		return
+	}
 	s.kill = time.AfterFunc(s.grace, func() { _ = s.proc.Signal(syscall.SIGKILL) })
 }
 
 func (s *stopper) done() (Code, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.finished = true
 	if s.kill != nil {
 		s.kill.Stop()
+	}
+	if s.settle != nil {
+		s.settle.Stop()
 	}
 	return s.reason, s.cause
 }
@@ -85,7 +153,7 @@ func (p *Pipeline) supervise(ctx context.Context, l *Launch, launcher Launcher, 
 		if ctx.Err() != nil {
 			return nil, newError(CodeAborted, context.Cause(ctx), "%stool '%s' was cancelled", cfg.Messages.Prefix, l.Request.Tool)
 		}
-		return nil, newError(CodeSpawn, err, "tool '%s' could not be spawned: %v", l.Request.Tool, err)
+		return nil, spawnError(l.Request.Tool, l.Path, err)
 	}
 
 	st := &stopper{proc: proc, grace: cfg.KillGrace}
@@ -107,7 +175,7 @@ func (p *Pipeline) supervise(ctx context.Context, l *Launch, launcher Launcher, 
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		out = capture(pipes.parent[1], cfg.MaxOutputBytes, func() { st.stop(CodeOutputCap, nil) })
+		out = capture(pipes.parent[1], cfg.MaxOutputBytes, st)
 	}()
 	go func() {
 		defer wg.Done()
@@ -131,22 +199,30 @@ func (p *Pipeline) supervise(ctx context.Context, l *Launch, launcher Launcher, 
 	return &run{stdout: out, stderr: errOut, status: status, reason: reason, cause: cause}, nil
 }
 
-// capture reads r to EOF, keeping at most limit bytes. When onCap is set it
-// is called as soon as the kept bytes reach the limit (so exactly limit
-// bytes already trips it, contract 5.6); reading goes on, discarding, so the
-// writer never blocks on a full pipe while it is being killed.
-func capture(r io.Reader, limit int, onCap func()) []byte {
+// capture reads r to EOF, keeping at most limit bytes. With a stopper, it
+// stops the tool for the cap as soon as the kept bytes reach the limit (so
+// exactly limit bytes already trips it, contract 5.6), and for a flood once
+// floodBytes more came past it; reading goes on, discarding, so the writer
+// never blocks on a full pipe while it is being killed.
+func capture(r io.Reader, limit int, st *stopper) []byte {
 	buf := make([]byte, 0, min(limit, 64<<10))
 	chunk := make([]byte, 32<<10)
-	capped := false
+	capped, flooded := false, false
+	past := 0
 	for {
 		n, err := r.Read(chunk)
-		if n > 0 && len(buf) < limit {
-			buf = append(buf, chunk[:min(n, limit-len(buf))]...)
+		if n > 0 {
+			keep := min(n, limit-len(buf))
+			buf = append(buf, chunk[:keep]...)
+			past += n - keep
 		}
-		if !capped && onCap != nil && len(buf) >= limit {
+		if st != nil && !capped && len(buf) >= limit {
 			capped = true
-			onCap()
+			st.capped()
+		}
+		if st != nil && capped && !flooded && past > floodBytes {
+			flooded = true
+			st.flooding()
 		}
 		if err != nil {
 			return buf

@@ -123,6 +123,11 @@ const hexDigits = "0123456789abcdef"
 // U+2028 and U+2029 included, is written as is. s must be valid UTF-8.
 func appendJSString(b []byte, s string) []byte {
 	b = append(b, '"')
+	return append(appendJSStringBody(b, s), '"')
+}
+
+// appendJSStringBody is appendJSString without the quotes.
+func appendJSStringBody(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -150,8 +155,7 @@ func appendJSString(b []byte, s string) []byte {
 		}
 		start = i + 1
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, s[start:]...)
 }
 
 // appendJSNumber formats a finite v as ECMA-262 Number::toString: the

@@ -86,8 +86,9 @@ type CorruptLine struct {
 	// without the "\n".
 	SHA256 string `json:"sha256"`
 	// Preview is the first 120 UTF-16 units of the line, lossy-decoded
-	// when the bytes are not valid UTF-8.
-	Preview string `json:"preview"`
+	// when the bytes are not valid UTF-8; cut inside a surrogate pair, it
+	// ends with the lone high surrogate, as the reference's does (Text).
+	Preview Text `json:"preview"`
 }
 
 // CorruptionError is a scan refusing a ledger with corrupt lines

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -200,12 +201,57 @@ func TestLossyDecodeMaximalSubparts(t *testing.T) {
 
 func TestPreviewCountsUTF16Units(t *testing.T) {
 	s := strings.Repeat("a", 119) + "😀tail"
-	if got := preview(s); got != strings.Repeat("a", 119) {
-		t.Fatalf("a pair cut in half is dropped: %q", got)
+	if got := preview(s); got != Text(strings.Repeat("a", 119)+"\xed\xa0\xbd") {
+		t.Fatalf("a pair cut in half keeps its high surrogate U+D83D, as slice(0, 120) does: %q", got)
 	}
 	s = strings.Repeat("😀", 70)
-	if got := preview(s); got != strings.Repeat("😀", 60) {
-		t.Fatalf("60 pairs are 120 units, got %d runes", utf8.RuneCountInString(got))
+	if got := preview(s); got != Text(strings.Repeat("😀", 60)) {
+		t.Fatalf("60 pairs are 120 units, got %d runes", utf8.RuneCountInString(string(got)))
+	}
+}
+
+// TestPreviewEndingInsideAnEmojiIsTheReferences: a corrupt line and a torn
+// tail whose 120th unit is the high half of an emoji have the reference's
+// previews, in JSON as its loadEffectLedger's JSON.stringify writes them
+// (run on the same file): "{", 118 "x" and "\ud83d", 120 units.
+func TestPreviewEndingInsideAnEmojiIsTheReferences(t *testing.T) {
+	line := "{" + strings.Repeat("x", 118) + "😀 rest}"
+	res := mustScan(t, writeLedger(t, line+"\n"+line), Tolerate())
+	if len(res.Corrupt) != 1 || len(res.TornTails) != 1 {
+		t.Fatalf("corrupt %d, torn tails %d; want 1 and 1", len(res.Corrupt), len(res.TornTails))
+	}
+	reference := `"{` + strings.Repeat("x", 118) + `\ud83d"`
+	for _, p := range []Text{res.Corrupt[0].Preview, res.TornTails[0].Preview} {
+		got, err := p.MarshalJSON()
+		if err != nil || string(got) != reference {
+			t.Fatalf("preview JSON %s (%v), the reference's %s", got, err, reference)
+		}
+	}
+	b, _ := json.Marshal(res.Corrupt[0])
+	if !strings.HasSuffix(string(b), `\ud83d"}`) {
+		t.Fatalf("corrupt line JSON %s does not end with the reference's lone surrogate", b)
+	}
+}
+
+// TestTextJSON: Text writes what JSON.stringify writes for the JS string
+// it stands for: escapes as the reference's rows have them (<&> and U+2028
+// raw, control characters \u00xx), a lone surrogate as \udxxx, any other
+// byte that is not UTF-8 as a raw U+FFFD.
+func TestTextJSON(t *testing.T) {
+	for _, tc := range []struct {
+		in   Text
+		want string
+	}{
+		{"plain <&> \u2028", "\"plain <&> \u2028\""},
+		{"ctl \x07 \" \\", `"ctl \u0007 \" \\"`},
+		{"\xed\xb0\x80 low", `"\udc00 low"`},
+		{"bad \xff", "\"bad \ufffd\""},
+		{"😀", `"😀"`},
+	} {
+		got, err := tc.in.MarshalJSON()
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%q: %s (%v), want %s", tc.in, got, err, tc.want)
+		}
 	}
 }
 

@@ -76,7 +76,7 @@ func (t *TornArtifact) Fragment() ([]byte, error) {
 // middle of an append that no writer has repaired yet. It is tolerated and
 // named, never silent, and never corruption.
 type TornTail struct {
-	Preview string   `json:"preview"`
+	Preview Text     `json:"preview"`
 	At      Location `json:"-"`
 }
 
@@ -255,7 +255,7 @@ func (s *scanner) line(raw string, off int64, terminated bool) {
 	}
 }
 
-func (s *scanner) corrupt(raw string, at Location, pv string) {
+func (s *scanner) corrupt(raw string, at Location, pv Text) {
 	sum := sha256.Sum256([]byte(raw))
 	s.res.Corrupt = append(s.res.Corrupt, CorruptLine{
 		File: at.File, Line: at.Line, Offset: at.Offset, SHA256: hex.EncodeToString(sum[:]), Preview: pv,

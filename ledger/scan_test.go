@@ -97,7 +97,7 @@ func TestScanOutcomeBeforeIntentStillPairs(t *testing.T) {
 func TestScanLiveTornTail(t *testing.T) {
 	in := intentFor("k1", "a-1", 1000)
 	res := mustScan(t, writeLedger(t, intentLine(t, in)+`{"phase":"intent","idempotencyKey":"tor`))
-	if len(res.TornTails) != 1 || !strings.Contains(res.TornTails[0].Preview, `"idempotencyKey":"tor`) {
+	if len(res.TornTails) != 1 || !strings.Contains(string(res.TornTails[0].Preview), `"idempotencyKey":"tor`) {
 		t.Fatalf("want a torn tail with the fragment, got %+v", res.TornTails)
 	}
 	if res.TornTails[0].At.Line != 2 || len(res.Corrupt) != 0 || len(res.Intents) != 1 {
@@ -192,7 +192,7 @@ func TestScanPrimitivesAreCorruptionInOrder(t *testing.T) {
 	res := mustScan(t, writeLedger(t, "42\n\"str\"\ntrue\n[]\n"), Tolerate())
 	var previews []string
 	for _, c := range res.Corrupt {
-		previews = append(previews, c.Preview)
+		previews = append(previews, string(c.Preview))
 	}
 	if !slices.Equal(previews, []string{"42", `"str"`, "true", "[]"}) || !slices.Equal(lines(res), []int{1, 2, 3, 4}) {
 		t.Fatalf("corrupt %+v", res.Corrupt)
@@ -212,7 +212,7 @@ func TestScanUnterminatedInvalidUTF8IsTornTail(t *testing.T) {
 		t.Fatalf("want a torn tail: %+v", res)
 	}
 	// The WHATWG decoder turns the truncated sequence into ONE U+FFFD.
-	if want := "{\"phase\":\"intent\",\"x\":\"\uFFFD"; res.TornTails[0].Preview != want {
+	if want := "{\"phase\":\"intent\",\"x\":\"\uFFFD"; string(res.TornTails[0].Preview) != want {
 		t.Fatalf("preview %q, want %q", res.TornTails[0].Preview, want)
 	}
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -85,10 +86,12 @@ func lossyDecode(b []byte, stripBOM bool) string {
 }
 
 // preview returns the first previewUnits UTF-16 code units of s, as
-// String.prototype.slice(0, 120) does, except that a surrogate pair cut in
-// half is dropped whole: a Go string cannot carry the lone high surrogate
-// JavaScript would keep. The preview is not authoritative (the sha256 is).
-func preview(s string) string {
+// String.prototype.slice(0, 120) does: a surrogate pair cut in half leaves
+// its high surrogate, which a Go string holds as its three-byte WTF-8 form
+// (as the lexer keeps a lone surrogate escape, lex.go) and Text writes as
+// JSON.stringify writes it, "\ud83d". The preview is not authoritative
+// (the sha256 is).
+func preview(s string) Text {
 	units := 0
 	for i, r := range s {
 		n := 1
@@ -96,11 +99,55 @@ func preview(s string) string {
 			n = 2
 		}
 		if units+n > previewUnits {
-			return s[:i]
+			if n == 2 && units+1 == previewUnits {
+				hi, _ := utf16.EncodeRune(r)
+				return Text(s[:i] + string(wtf8(hi)))
+			}
+			return Text(s[:i])
 		}
 		units += n
 	}
-	return s
+	return Text(s)
+}
+
+// wtf8 is the three-byte generalized UTF-8 form of a lone surrogate.
+func wtf8(u rune) []byte {
+	return []byte{0xE0 | byte(u>>12), 0x80 | byte(u>>6)&0x3F, 0x80 | byte(u)&0x3F}
+}
+
+// Text is a string as JavaScript holds it: UTF-8, except that a lone
+// surrogate, which a JS string may hold and UTF-8 cannot, is kept as its
+// three-byte WTF-8 form. Its JSON is JSON.stringify's (ES2019 well-formed
+// stringify): the lone surrogate as a lower-case "\udxxx" escape; every
+// other byte that is not UTF-8 as U+FFFD.
+type Text string
+
+// MarshalJSON quotes t as JSON.stringify quotes the JS string it stands for.
+func (t Text) MarshalJSON() ([]byte, error) {
+	s := string(t)
+	b := []byte{'"'}
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1 && isWTF8Surrogate(s[i:]):
+			u := rune(s[i]&0x0F)<<12 | rune(s[i+1]&0x3F)<<6 | rune(s[i+2]&0x3F)
+			b = append(b, '\\', 'u', hexDigits[u>>12&0xF], hexDigits[u>>8&0xF], hexDigits[u>>4&0xF], hexDigits[u&0xF])
+			n = 3
+		case r == utf8.RuneError && n <= 1:
+			b = append(b, "\ufffd"...)
+			n = 1
+		default:
+			b = appendJSStringBody(b, s[i:i+n])
+		}
+		i += n
+	}
+	return append(b, '"'), nil
+}
+
+// isWTF8Surrogate reports whether s starts with a surrogate's three-byte
+// form: ED A0-BF 80-BF.
+func isWTF8Surrogate(s string) bool {
+	return len(s) >= 3 && s[0] == 0xED && s[1] >= 0xA0 && s[1] <= 0xBF && s[2] >= 0x80 && s[2] <= 0xBF
 }
 
 // jsBlank reports whether s.trim() === "" in JavaScript: s holds only

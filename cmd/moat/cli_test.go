@@ -28,7 +28,7 @@ import (
 func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == "moat" {
 		nsexec.Init()
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+		exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	conformance.Main(m, func() {
 		if moatDir != "" {
@@ -80,11 +80,31 @@ func exitResult(t *testing.T, err error, args []string, out, errb *bytes.Buffer)
 	t.Helper()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
+		code = waitStatus(ee)
 	} else if err != nil {
 		t.Fatalf("run moat %v: %v", args, err)
 	}
 	return result{code, out.String(), errb.String()}
+}
+
+// coreDumped is waitStatus's value for a process that dumped core, which
+// moat never may: its core would hold the launcher's memory.
+const coreDumped = -1000
+
+// waitStatus is how a moat process ended in runStatus's terms: its exit
+// code, or signalStatus(N) when it died of signal N (as `moat run` does
+// when signal N ended its command), or coreDumped.
+func waitStatus(ee *exec.ExitError) int {
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		return ee.ExitCode()
+	case ws.Signaled() && ws.CoreDump():
+		return coreDumped
+	case ws.Signaled():
+		return signalStatus(ws.Signal())
+	}
+	return ws.ExitStatus()
 }
 
 // bothIdentities runs body as nobody (in a re-run copy) and then as the
@@ -106,10 +126,10 @@ func TestRunExitStatusTable(t *testing.T) {
 		{"success", []string{"run", "--", "/bin/sh", "-c", "id -u; echo hi > /work/x; cat /work/x"}, 0, "1000\nhi\n", ""},
 		{"python", []string{"run", "--policy", "python", "--", "python3", "-c", "print(6*7)"}, 0, "42\n", ""},
 		{"the tool's own status", []string{"run", "--", "/bin/sh", "-c", "exit 7"}, 7, "", ""},
-		{"killed by a signal", []string{"run", "--", "python3", "-c", "import ctypes; ctypes.string_at(0)"}, 128 + int(syscall.SIGSEGV), "", ""},
-		{"kill -9 $$", []string{"run", "--", "/bin/sh", "-c", "kill -9 $$"}, 128 + int(syscall.SIGKILL), "", ""},
-		{"kill -TERM $$", []string{"run", "--", "/bin/sh", "-c", "kill -TERM $$"}, 128 + int(syscall.SIGTERM), "", ""},
-		{"abort", []string{"run", "--policy", "python", "--", "python3", "-c", "import os; os.abort()"}, 128 + int(syscall.SIGABRT), "", ""},
+		{"killed by a signal", []string{"run", "--", "python3", "-c", "import ctypes; ctypes.string_at(0)"}, signalStatus(syscall.SIGSEGV), "", ""},
+		{"kill -9 $$", []string{"run", "--", "/bin/sh", "-c", "kill -9 $$"}, signalStatus(syscall.SIGKILL), "", ""},
+		{"kill -TERM $$", []string{"run", "--", "/bin/sh", "-c", "kill -TERM $$"}, signalStatus(syscall.SIGTERM), "", ""},
+		{"abort", []string{"run", "--policy", "python", "--", "python3", "-c", "import os; os.abort()"}, signalStatus(syscall.SIGABRT), "", ""},
 		{"timeout", []string{"run", "--timeout", "300ms", "--", "/bin/sleep", "30"}, 124, "", "exceeded"},
 		{"setup failure", []string{"run", "--rootfs", "/nonexistent-rootfs", "--", "/bin/true"}, 125, "", "rootfs /nonexistent-rootfs"},
 		{"not executable", []string{"run", "--bind", notExec + ":/x", "--", "/x"}, 126, "", "exec /x"},
@@ -323,13 +343,14 @@ func TestRunKeepsTheSeccompProgram(t *testing.T) {
 	}
 }
 
-// TestRunReportsAnOOMKill: a command killed at its memory limit exits
-// 128+SIGKILL, and the message names the command and the limit.
+// TestRunReportsAnOOMKill: moat run whose command was killed at its memory
+// limit dies of SIGKILL, as the command did, and the message names the
+// command and the limit.
 func TestRunReportsAnOOMKill(t *testing.T) {
 	testenv.RequireRoot(t) // the limit needs a cgroup this user can create
 	r := moat(t, "", "run", "--memory", "32M", "--", "python3", "-c", "b = bytearray(256 << 20)")
-	if r.code != 128+int(syscall.SIGKILL) || !strings.Contains(r.stderr, "tool 'python3' was killed by the kernel at its memory limit of 33554432 bytes") {
-		t.Fatalf("got %+v, want 137 and the OOM message", r)
+	if r.code != signalStatus(syscall.SIGKILL) || !strings.Contains(r.stderr, "tool 'python3' was killed by the kernel at its memory limit of 33554432 bytes") {
+		t.Fatalf("got %+v, want death by SIGKILL and the OOM message", r)
 	}
 }
 

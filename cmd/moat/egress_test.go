@@ -38,7 +38,7 @@ func init() {
 // TestRunAllowHost: `moat run --allow-host NAME -- curl https://NAME/`
 // reaches a local TLS server through the proxy, verified end to end; an
 // unlisted name is refused with the proxy's reason, which moat's stderr
-// repeats; a bad flag is a usage error naming the entry.
+// repeats when warnings are asked for; a bad flag is a usage error naming the entry.
 func TestRunAllowHost(t *testing.T) {
 	bothIdentities(t)
 	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello from %s", r.Host) })
@@ -60,7 +60,7 @@ func TestRunAllowHost(t *testing.T) {
 	curl := func(name string) []string {
 		return []string{"--bind", caDir + ":/ca", "--", "curl", "-sS", "--cacert", "/ca/ca.pem", "https://" + name + ":" + u.Port() + "/"}
 	}
-	allow := []string{"run", "--allow-host", "api.test", "--allow-cidr", "127.0.0.1/32"}
+	allow := []string{"run", "--log-format", "human", "--allow-host", "api.test", "--allow-cidr", "127.0.0.1/32"}
 	r := run(append(allow, curl("api.test")...)...)
 	if r.code != 0 || r.stdout != "hello from api.test:"+u.Port() {
 		t.Errorf("allowed name: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
@@ -72,7 +72,7 @@ func TestRunAllowHost(t *testing.T) {
 	}
 	// The loopback server is the host's own address: without the range
 	// named, the proxy refuses the name that resolves to it.
-	r = run(append([]string{"run", "--allow-host", "api.test"}, curl("api.test")...)...)
+	r = run(append([]string{"run", "--log-format", "human", "--allow-host", "api.test"}, curl("api.test")...)...)
 	if r.code != 56 || !strings.Contains(r.stderr, "127.0.0.1 is loopback") {
 		t.Errorf("name resolving to loopback: exit %d, stderr %q", r.code, r.stderr)
 	}
@@ -122,7 +122,7 @@ func TestRunAllowCIDRPortAndLocalhost(t *testing.T) {
 	// sends every request to the proxy, as a tool that means the host's
 	// loopback must.
 	curl := func(u string) []string { return []string{"--", "curl", "-sS", "--fail-with-body", "--noproxy", "", u} }
-	allow := []string{"run", "--allow-host", fmt.Sprintf("localhost:%d", sp), "--allow-host", "api.test", "--allow-cidr", fmt.Sprintf("127.0.0.1/32:%d", sp)}
+	allow := []string{"run", "--log-format", "human", "--allow-host", fmt.Sprintf("localhost:%d", sp), "--allow-host", "api.test", "--allow-cidr", fmt.Sprintf("127.0.0.1/32:%d", sp)}
 	for _, host := range []string{"localhost", "LOCALHOST.", "api.test", "127.0.0.1"} {
 		r := run(append(allow, curl(fmt.Sprintf("http://%s:%d/", host, sp))...)...)
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "hello from ") {

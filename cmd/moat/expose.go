@@ -82,20 +82,32 @@ type exposer struct {
 	mounts      []specs.Mount
 }
 
+// Where a bare name is searched when no PATH is set: spawnPath by the
+// reference's spawn (libuv, glibc's _PATH_DEFPATH), which is what a bare
+// command the reference's executor hands moat run would have met without
+// it; execvpPath by glibc's execvp(3) (confstr _CS_PATH), which
+// /usr/bin/env uses inside the sandbox.
+const (
+	spawnPath  = "/usr/bin:/bin"
+	execvpPath = "/bin:/usr/bin"
+)
+
 // newExposer plans for a sandbox with this policy and environment: a bare
 // command name is looked up in moat's own PATH (the caller's, as a shell
-// would; the default PATH when the caller has none, as under the reference
-// executor), /usr/bin/env NAME in the PATH the command gets.
+// would; the reference's spawn's default when the caller has none, as
+// under the reference executor), /usr/bin/env NAME in the PATH the command
+// gets (execvp's default when it gets none, with --inherit-env).
 func newExposer(rootfs string, env []string) *exposer {
 	x := &exposer{
-		callerPath: os.Getenv("PATH"),
-		protected:  slices.Clone(neverExposed),
-		hostRoot:   rootfs == "" || rootfs == policies.RootfsHost,
-		scratch:    "/tmp",
-		uid:        os.Geteuid(),
+		callerPath:  os.Getenv("PATH"),
+		sandboxPath: execvpPath,
+		protected:   slices.Clone(neverExposed),
+		hostRoot:    rootfs == "" || rootfs == policies.RootfsHost,
+		scratch:     "/tmp",
+		uid:         os.Geteuid(),
 	}
 	if x.callerPath == "" {
-		x.callerPath = defaultPath
+		x.callerPath = spawnPath
 	}
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {

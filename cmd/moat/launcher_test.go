@@ -72,6 +72,9 @@ func TestMoatRunAsSandboxPrefix(t *testing.T) {
 		if cfg.Ledger != nil {
 			opts = append(opts, subprocess.WithLedger(cfg.Ledger))
 		}
+		if cfg.KillGrace != nil {
+			opts = append(opts, subprocess.WithKillGrace(*cfg.KillGrace))
+		}
 		p, err := subprocess.New(opts...)
 		if err != nil {
 			t.Fatal(err)

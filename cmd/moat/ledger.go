@@ -263,10 +263,10 @@ func (rep *scanReport) writeText(w io.Writer) {
 		}
 	}
 	for _, l := range rep.Corrupt {
-		fmt.Fprintf(w, "\ncorrupt line %s:%d (byte %d, sha256 %s): %s\n", safe(l.File), l.Line, l.Offset, l.SHA256, safe(l.Preview))
+		fmt.Fprintf(w, "\ncorrupt line %s:%d (byte %d, sha256 %s): %s\n", safe(l.File), l.Line, l.Offset, l.SHA256, safe(string(l.Preview)))
 	}
 	for _, t := range rep.TornTails {
-		fmt.Fprintf(w, "\nlive torn tail %s:%d (a crash mid-append; the next writer quarantines it): %s\n", safe(t.File), t.Line, safe(t.Preview))
+		fmt.Fprintf(w, "\nlive torn tail %s:%d (a crash mid-append; the next writer quarantines it): %s\n", safe(t.File), t.Line, safe(string(t.Preview)))
 	}
 	switch rep.Status {
 	case "clean":

@@ -197,3 +197,23 @@ func TestLedgerScanJSON(t *testing.T) {
 		t.Errorf("empty lists must be [] not null")
 	}
 }
+
+// TestLedgerScanJSONKeepsTheLoneHighSurrogate: a corrupt line and a torn
+// tail whose preview ends inside an emoji show, in --json, the reference's
+// preview: 120 UTF-16 units, the last the lone high surrogate "\ud83d"
+// (its loadEffectLedger on the same file, through JSON.stringify).
+func TestLedgerScanJSONKeepsTheLoneHighSurrogate(t *testing.T) {
+	line := "{" + strings.Repeat("x", 118) + "😀 rest}"
+	p := filepath.Join(t.TempDir(), "emoji.jsonl")
+	if err := os.WriteFile(p, []byte(line+"\n"+line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runLedger("scan", "--tolerate-corrupt", "--json", p)
+	if code != 2 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	reference := `"preview": "{` + strings.Repeat("x", 118) + `\ud83d"`
+	if n := strings.Count(out, reference); n != 2 {
+		t.Fatalf("%d previews are the reference's %s:\n%s", n, reference, out)
+	}
+}

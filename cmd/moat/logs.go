@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Log formats of the library's warnings on stderr (--log-format).
@@ -19,7 +22,33 @@ const (
 
 // logFormatFlag registers --log-format on fs.
 func logFormatFlag(fs *flag.FlagSet) *string {
-	return fs.String("log-format", "", "warnings on stderr: human (one line each, the default), text (slog key=value) or json (slog JSON; the default with --json)")
+	return fs.String("log-format", "", "warnings on stderr: human (one line each, the default), text (slog key=value) or json (slog JSON; the default with --json); for moat run, giving it asks for warnings on a stderr that is not a terminal")
+}
+
+// warningsTo is where `moat run` writes its warnings: stderr when a person
+// reads it (a terminal) or when --log-format asks for them, else nowhere.
+// As another executor's sandbox launcher moat run's stderr is the tool's:
+// the executor keeps its tail for the error message of a failed tool (the
+// reference: the last 500 units), and a line about this host's cgroups
+// there, in front of every tool's own diagnostics, tells the model nothing
+// about its tool. What moat run cannot do stays an error, on stderr
+// whatever it is: a limit that was asked for and cannot be enforced stops
+// the run (exit 125), and `moat doctor` says what a host degrades.
+func warningsTo(format string, stderr io.Writer) io.Writer {
+	if format != "" || isTerminal(stderr) {
+		return stderr
+	}
+	return io.Discard
+}
+
+// isTerminal reports whether w is a terminal (TCGETS succeeds on it).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // cliLogger is the logger handed to the library: machine-readable records

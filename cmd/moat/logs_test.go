@@ -35,11 +35,13 @@ func TestHumanWarningsOneLineOnce(t *testing.T) {
 }
 
 // End to end, as nobody (whose cgroup limits are degraded here) and as
-// root: stderr holds each warning once, as one line under 200 columns by
-// default, and the full record with --log-format json or text.
+// root: asked for (--log-format human) on a stderr that is no terminal,
+// stderr holds each warning once, as one line under 200 columns, and the
+// full record with --log-format json or text; not asked for, as another
+// executor's launcher is run, it holds nothing (TestRunIsQuietAsALauncher).
 func TestRunWarningsOnStderr(t *testing.T) {
 	bothIdentities(t)
-	r := moat(t, "", "run", "--", "/bin/true")
+	r := moat(t, "", "run", "--log-format", "human", "--", "/bin/true")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}

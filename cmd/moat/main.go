@@ -43,7 +43,7 @@ var commands = map[string]command{
 
 func main() {
 	initSandbox()
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -51,7 +51,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&allowHosts, "allow-host", "let CMD reach NAME[:PORT] (an exact name or *.DOMAIN; any port without one) through moat's filtering proxy, found in HTTP_PROXY, HTTPS_PROXY and ALL_PROXY; nothing else is reachable (repeatable)")
 	fs.Var(&allowCIDRs, "allow-cidr", "let CMD reach the IP range CIDR[:PORT] through the proxy (10.0.0.0/8, 127.0.0.1/32:8080, [::1]/128:8080; a port admits that one only): raw addresses in it, and names that resolve into it even when it is private or loopback; --allow-host localhost:PORT needs 127.0.0.1/32:PORT (repeatable)")
 	fs.Var(&envs, "env", "set NAME=VALUE, or pass NAME from the host environment (repeatable)")
-	inherit := fs.Bool("inherit-env", false, "pass the whole host environment (for use as another executor's launcher)")
+	inherit := fs.Bool("inherit-env", false, "pass the whole host environment, as it is: no PATH or HOME added (for use as another executor's launcher)")
 	logFormat := logFormatFlag(fs)
 	expose := fs.Bool("expose-argv", false, "bind read-only exactly what CMD names: the executable (looked up in moat's PATH), a script's #! interpreters, and the arguments that are absolute paths of existing files")
 	uid := fs.Uint("uid", 0, "uid inside the sandbox (default from the policy, 1000)")
@@ -65,11 +65,12 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 Runs CMD in a fresh sandbox: new user, mount, pid, net, ipc and uts namespaces,
 a read-only root, no capabilities, the policy's seccomp filter and limits.
 stdin, stdout and stderr pass through. The environment is empty but for PATH,
-HOME and what --env names, unless --inherit-env.
+HOME and what --env names; with --inherit-env it is moat's own, as it is.
+Warnings go to stderr when it is a terminal or --log-format is given.
 
-Exit status: the command's; 128+N when signal N ended it; 124 timeout;
-125 the sandbox could not be set up; 126 not executable; 127 not found;
-64 bad flags.
+Exit status: the command's; when signal N ended it, moat run ends by signal
+N too (a shell shows 128+N); 124 timeout; 125 the sandbox could not be set
+up; 126 not executable; 127 not found; 64 bad flags.
 
 Examples:
   moat run -- /bin/sh -c 'id; echo hi > /work/x; cat /work/x'
@@ -121,8 +122,9 @@ Flags:
 	if err := pol.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
+	warnings := warningsTo(*logFormat, stderr)
 	if pol.Unfiltered {
-		fmt.Fprintln(stderr, unfilteredWarning("moat run", pol))
+		fmt.Fprintln(warnings, unfilteredWarning("moat run", pol))
 	}
 	mounts, err := parseBinds(binds)
 	if err != nil {
@@ -134,7 +136,7 @@ Flags:
 		}
 	}
 	for _, w := range socketWarnings(append(append([]specs.Mount(nil), pol.Mounts...), mounts...), *workdir) {
-		fmt.Fprintln(stderr, w)
+		fmt.Fprintln(warnings, w)
 	}
 	env, err := parseEnv(envs, *inherit, os.Environ(), os.LookupEnv)
 	if err != nil {
@@ -146,12 +148,12 @@ Flags:
 			return exposeStatus(err, stderr)
 		}
 		for _, w := range exposedSocketWarnings(exposed) {
-			fmt.Fprintln(stderr, w)
+			fmt.Fprintln(warnings, w)
 		}
 		mounts = append(mounts, exposed...)
 	}
 
-	logger, err := cliLogger(*logFormat, "moat run", stderr)
+	logger, err := cliLogger(*logFormat, "moat run", warnings)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -224,12 +226,12 @@ func runStatus(st executor.ExitStatus, err error, stderr io.Writer) int {
 		case errors.As(err, &se) && se.Step == nsexec.StepExec:
 			return exitNotExecutable
 		case executor.CodeOf(err) == executor.CodeOOM:
-			return 128 + int(syscall.SIGKILL)
+			return signalStatus(syscall.SIGKILL) // the kernel's OOM kill
 		}
 		return exitSandbox
 	}
 	if st.Signal != 0 {
-		return 128 + int(st.Signal)
+		return signalStatus(st.Signal)
 	}
 	return st.Code
 }

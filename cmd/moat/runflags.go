@@ -32,14 +32,19 @@ func (l *limitFlags) check(timeout time.Duration) error {
 	return nil
 }
 
-// parseEnv builds the command's environment: PATH and HOME, then the
-// whole of environ with inherit, then each --env, NAME=VALUE or a NAME
-// looked up with lookup; a later value of a name replaces an earlier one
-// in place. A --env that names nothing ("=x") or holds a NUL byte, which
-// execve(2) cannot pass, is refused naming it.
+// parseEnv builds the command's environment: PATH and HOME, or with
+// inherit the whole of environ as it is (an executor that launches through
+// moat run already replaced it: the reference's subprocess executor gives
+// its tools no PATH and no HOME, and moat adds none), then each --env,
+// NAME=VALUE or a NAME looked up with lookup; a later value of a name
+// replaces an earlier one in place. A --env that names nothing ("=x") or
+// holds a NUL byte, which execve(2) cannot pass, is refused naming it.
 func parseEnv(envs []string, inherit bool, environ []string, lookup func(string) (string, bool)) ([]string, error) {
 	vals := map[string]string{"PATH": defaultPath, "HOME": "/work"}
 	order := []string{"PATH", "HOME"}
+	if inherit {
+		vals, order = map[string]string{}, nil
+	}
 	set := func(k, v string) {
 		if _, ok := vals[k]; !ok {
 			order = append(order, k)

@@ -43,7 +43,7 @@ s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(s.recv(64).deco
 		{"the socket itself", sock + ":/agent.sock", "/agent.sock"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := moat(t, "", "run", "--net", "none", "--bind", c.bind, "--", "python3", "-c", connect, c.inside)
+			r := moat(t, "", "run", "--log-format", "human", "--net", "none", "--bind", c.bind, "--", "python3", "-c", connect, c.inside)
 			if r.code != 0 || r.stdout != "host daemon\n" {
 				t.Fatalf("exit %d, stdout %q, stderr %q (the bound socket should be reachable, as documented)", r.code, r.stdout, r.stderr)
 			}
@@ -59,7 +59,7 @@ s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(s.recv(64).deco
 		})
 	}
 	t.Run("no socket, no warning", func(t *testing.T) {
-		r := moat(t, "", "run", "--bind", plain+":/p", "--", "/bin/true")
+		r := moat(t, "", "run", "--log-format", "human", "--bind", plain+":/p", "--", "/bin/true")
 		if r.code != 0 || strings.Contains(r.stderr, "unix socket") {
 			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 		}
@@ -102,7 +102,7 @@ func TestRunExposeArgvWarnsOfSockets(t *testing.T) {
 		{"no socket, no warning", []string{quiet}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := moat(t, "", append([]string{"run", "--net", "none", "--expose-argv", "--"}, c.argv...)...)
+			r := moat(t, "", append([]string{"run", "--log-format", "human", "--net", "none", "--expose-argv", "--"}, c.argv...)...)
 			if r.code != 0 || r.stdout != "ran\n" {
 				t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 			}

@@ -58,7 +58,7 @@ func TestRunRootlessLimitsStandIn(t *testing.T) {
 				t.Errorf("%s in the sandbox %q, want the launcher's %q: no stand-in where the cgroup holds the limit", name, got[name], want)
 			}
 		}
-		if r := moat(t, "", "run", "--", "/bin/true"); strings.Contains(r.stderr, "limits without a cgroup") {
+		if r := moat(t, "", "run", "--log-format", "human", "--", "/bin/true"); strings.Contains(r.stderr, "limits without a cgroup") {
 			t.Errorf("a warning although the cgroup holds every limit: %s", r.stderr)
 		}
 		return
@@ -68,7 +68,7 @@ func TestRunRootlessLimitsStandIn(t *testing.T) {
 	if got["Max data size"] != "268435456 268435456" || got["Max processes"] != "128 128" {
 		t.Errorf("sandbox limits: data %q, processes %q; want RLIMIT_DATA 256 MiB and RLIMIT_NPROC 128", got["Max data size"], got["Max processes"])
 	}
-	r := moat(t, "", "run", "--", "python3", "-c", forkMany)
+	r := moat(t, "", "run", "--log-format", "human", "--", "python3", "-c", forkMany)
 	if n, err := strconv.Atoi(strings.TrimSpace(r.stdout)); r.code != 0 || err != nil || n <= 0 || n >= 128 {
 		t.Errorf("300 forks under 128 pids: exit %d, started %q; want fewer than 128\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -106,8 +106,8 @@ func TestRunInLoginSession(t *testing.T) {
 }
 
 // rootlessLimits runs moat, each process started by start with no
-// wrapper, and checks that --memory (an OOM kill, reported as such: exit
-// 137 from moat run, error code oom from moat dispatch), --pids (a fork
+// wrapper, and checks that --memory (an OOM kill, reported as such: moat
+// run dies of SIGKILL, moat dispatch says error code oom), --pids (a fork
 // bomb stops) and --cpus are enforced through a scope moat got from the
 // user's systemd manager, that two runs at once each get one, that no
 // scope is left once they exit, and that moat doctor says where the limits
@@ -144,8 +144,8 @@ func rootlessLimits(t *testing.T, start func(*exec.Cmd) error) {
 	})
 	t.Run("memory", func(t *testing.T) {
 		r := run(t, "run", "--memory", "64M", "--", "python3", "-c", "b = bytearray(256 << 20)")
-		if r.code != 128+int(syscall.SIGKILL) || !strings.Contains(r.stderr, "killed by the kernel at its memory limit of 67108864 bytes") {
-			t.Fatalf("moat run --memory 64M allocating 256 MiB: %+v; want 137 and the OOM message", r)
+		if r.code != signalStatus(syscall.SIGKILL) || !strings.Contains(r.stderr, "killed by the kernel at its memory limit of 67108864 bytes") {
+			t.Fatalf("moat run --memory 64M allocating 256 MiB: %+v; want death by SIGKILL and the OOM message", r)
 		}
 		r = run(t, "dispatch", "--json", "--tool", "hog", "--memory", "64M", "--", "python3", "-c", "b = bytearray(256 << 20)")
 		var got struct {

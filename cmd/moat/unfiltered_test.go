@@ -46,7 +46,7 @@ func TestUnfilteredNeedsAStatement(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "valid") || !strings.Contains(errs, "warning") || !strings.Contains(errs, "no seccomp filter") {
 			t.Fatalf("check: exit %d, stdout %q, stderr %q; want valid with a warning", code, out, errs)
 		}
-		r := moat(t, "", append([]string{"run", "--policy", p}, tool...)...)
+		r := moat(t, "", append([]string{"run", "--log-format", "human", "--policy", p}, tool...)...)
 		if r.code != 0 || r.stdout != "ran\n" {
 			t.Fatalf("run: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 		}

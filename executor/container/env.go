@@ -2,12 +2,12 @@ package container
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/moat-sandbox/moat/executor"
+	"golang.org/x/sys/unix"
 )
 
 // envNames is the -e list (contract 6.3): the three RULVAR_* names first,
@@ -59,8 +59,9 @@ func (s *settings) cliEnv(toolEnv []string) []string {
 }
 
 // defaultPath is searched for a bare CLI name when the CLI environment has
-// no PATH, as execvp(3) does.
-const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+// no PATH: glibc's _PATH_DEFPATH, which the reference's spawn (libuv) falls
+// back to.
+const defaultPath = "/usr/bin:/bin"
 
 // lookCLI resolves the CLI against the PATH of its own environment (never
 // this process's), as execvp would in the child.
@@ -83,5 +84,5 @@ func lookCLI(cli string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("exec %q: not found in PATH %q: %w", cli, path, fs.ErrNotExist)
+	return "", fmt.Errorf("exec %q: not found in PATH %q: %w", cli, path, unix.ENOENT)
 }

@@ -51,7 +51,7 @@ func TestCredentialsFailure(t *testing.T) {
 	s := newStub(t, `printf '{}'`)
 	mem := &ledger.Memory{}
 	boom := errors.New("vault sealed")
-	p, base := stubProvider(t, s, container.WithLedger(mem), container.WithCredentials(func(context.Context, *executor.Request) (map[string]string, error) {
+	p, base := stubProvider(t, s, container.WithLedger(mem), container.WithCredentials(func(context.Context, *executor.Request) ([]executor.Credential, error) {
 		return nil, boom
 	}))
 	_, err := dispatch(p, request("creds"))

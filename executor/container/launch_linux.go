@@ -41,7 +41,7 @@ func (l *launcher) Launch(_ context.Context, in *executor.Launch) (executor.Proc
 func launchError(in *executor.Launch, cli string, err error) *executor.Error {
 	return &executor.Error{
 		Code:    executor.CodeSpawn,
-		Message: fmt.Sprintf("container tool '%s' could not launch '%s': %v", in.Request.Tool, cli, err),
+		Message: fmt.Sprintf("container tool '%s' could not launch '%s': %s", in.Request.Tool, cli, executor.SpawnText(cli, err)),
 		Err:     err,
 	}
 }

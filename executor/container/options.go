@@ -175,14 +175,11 @@ func WithCredentials(f executor.CredentialsFunc) Option {
 // attested as it is (timeoutMs 1500.5).
 func WithTimeout(d time.Duration) Option { return func(s *settings) { s.cfg.Timeout = d } }
 
-// WithKillGrace sets the SIGTERM to SIGKILL grace (default 5 s).
+// WithKillGrace sets the SIGTERM to SIGKILL grace (default 5 s, when the
+// option is left out). Zero sends SIGKILL right after the SIGTERM, as the
+// reference's killGraceMs 0.
 func WithKillGrace(d time.Duration) Option {
-	return func(s *settings) {
-		s.cfg.KillGrace = d
-		if d == 0 {
-			s.cfg.KillGrace = DefaultKillGrace
-		}
-	}
+	return func(s *settings) { s.cfg.KillGrace, s.cfg.KillGraceSet = d, true }
 }
 
 // WithMaxOutputBytes sets the per-stream output cap (default 1 MiB; zero is

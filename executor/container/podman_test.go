@@ -94,6 +94,9 @@ func TestPodman(t *testing.T) {
 			if cfg.Ledger != nil {
 				opts = append(opts, container.WithLedger(cfg.Ledger))
 			}
+			if cfg.KillGrace != nil {
+				opts = append(opts, container.WithKillGrace(*cfg.KillGrace))
+			}
 			p, err := container.New(opts...)
 			if err != nil {
 				t.Fatalf("container.New: %v", err)
@@ -111,8 +114,8 @@ func TestPodman(t *testing.T) {
 			opts := append(podmanOptions(t, podman, image, runner.dir),
 				container.WithCommand(runner.path), container.WithLedger(mem),
 				container.WithKillGrace(500*time.Millisecond),
-				container.WithCredentials(func(context.Context, *executor.Request) (map[string]string, error) {
-					return map[string]string{stubbornVar: "1"}, nil
+				container.WithCredentials(func(context.Context, *executor.Request) ([]executor.Credential, error) {
+					return []executor.Credential{{Name: stubbornVar, Value: "1"}}, nil
 				}))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

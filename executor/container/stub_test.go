@@ -108,8 +108,8 @@ func assertEmpty(t *testing.T, base string) {
 	}
 }
 
-func minted(context.Context, *executor.Request) (map[string]string, error) {
-	return map[string]string{"RV_CRED": "minted-token"}, nil
+func minted(context.Context, *executor.Request) ([]executor.Credential, error) {
+	return []executor.Credential{{Name: "RV_CRED", Value: "minted-token"}}, nil
 }
 
 // The reference's argv, exactly (contract 6.2), with moat's --name.

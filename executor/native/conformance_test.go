@@ -32,7 +32,9 @@ func plainProvider(t *testing.T, cfg conformance.Config) executor.Provider {
 	opts := []subprocess.Option{
 		subprocess.WithCommand(cfg.Command, cfg.Args...),
 		subprocess.WithTimeout(cfg.Timeout),
-		subprocess.WithKillGrace(cfg.KillGrace),
+	}
+	if cfg.KillGrace != nil {
+		opts = append(opts, subprocess.WithKillGrace(*cfg.KillGrace))
 	}
 	if cfg.Ledger != nil {
 		opts = append(opts, subprocess.WithLedger(cfg.Ledger))

@@ -83,8 +83,12 @@ func WithTimeout(d time.Duration) Option {
 	return func(o *options) { o.pipeline.Timeout, o.timeoutSet = d, d != 0 }
 }
 
-// WithKillGrace sets the SIGTERM to SIGKILL grace (default 2 s).
-func WithKillGrace(d time.Duration) Option { return func(o *options) { o.pipeline.KillGrace = d } }
+// WithKillGrace sets the SIGTERM to SIGKILL grace (default 2 s, when the
+// option is left out). Zero sends SIGKILL right after the SIGTERM, as the
+// reference's killGraceMs 0.
+func WithKillGrace(d time.Duration) Option {
+	return func(o *options) { o.pipeline.KillGrace, o.pipeline.KillGraceSet = d, true }
+}
 
 // WithMaxOutputBytes overrides the policy's per-stream output cap (zero
 // keeps the policy's, as leaving it out).

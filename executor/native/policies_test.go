@@ -39,13 +39,15 @@ func policyProvider(name string, extra ...native.Option) conformance.Factory {
 			native.WithCommand(cfg.Command, cfg.Args...),
 			native.WithAllowEnv(cfg.AllowEnv...),
 			native.WithTimeout(cfg.Timeout),
-			native.WithKillGrace(cfg.KillGrace),
 			native.WithMaxOutputBytes(cfg.MaxOutputBytes),
 			native.WithCredentials(cfg.Credentials),
 			native.WithBinds(specs.Mount{Source: cfg.RunnerDir, Destination: cfg.RunnerDir, Options: []string{"ro"}}),
 		}, extra...)
 		if cfg.Ledger != nil {
 			opts = append(opts, native.WithLedger(cfg.Ledger))
+		}
+		if cfg.KillGrace != nil {
+			opts = append(opts, native.WithKillGrace(*cfg.KillGrace))
 		}
 		p, err := native.New(opts...)
 		if err != nil {

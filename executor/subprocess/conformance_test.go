@@ -19,9 +19,11 @@ func newProvider(t *testing.T, cfg conformance.Config) executor.Provider {
 		subprocess.WithCommand(cfg.Command, cfg.Args...),
 		subprocess.WithAllowEnv(cfg.AllowEnv...),
 		subprocess.WithTimeout(cfg.Timeout),
-		subprocess.WithKillGrace(cfg.KillGrace),
 		subprocess.WithMaxOutputBytes(cfg.MaxOutputBytes),
 		subprocess.WithCredentials(cfg.Credentials),
+	}
+	if cfg.KillGrace != nil {
+		opts = append(opts, subprocess.WithKillGrace(*cfg.KillGrace))
 	}
 	if cfg.Ledger != nil {
 		opts = append(opts, subprocess.WithLedger(cfg.Ledger))

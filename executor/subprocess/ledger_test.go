@@ -162,12 +162,13 @@ func TestBadInputIsRefusedBeforeTheIntent(t *testing.T) {
 		want    string
 	}{
 		{"invalid JSON args", "/bin/true", func(r *executor.Request) { r.Args = json.RawMessage(`{"a":`) }, executor.CodeConfig, "args are not valid JSON"},
-		{"empty tool name", "/bin/true", func(r *executor.Request) { r.Tool = "" }, executor.CodeConfig, "empty tool name"},
-		{"tool name with a slash", "/bin/true", func(r *executor.Request) { r.Tool = "../x" }, executor.CodeConfig, "must match"},
-		{"unknown executor tag", "/bin/true", func(r *executor.Request) { r.Executor = "inprocess" }, executor.CodeConfig, "isolated executor tags"},
-		{"missing command", "/nonexistent/tool", nil, executor.CodeSpawn, `could not be spawned: exec "/nonexistent/tool"`},
-		{"bare name not in PATH", "no-such-tool-xyz", nil, executor.CodeSpawn, "not found in PATH"},
-		{"a directory", "/tmp", nil, executor.CodeSpawn, "is a directory"},
+		{"no command", "", nil, executor.CodeConfig, "tool 'tool' has no command: set executorSpec.command on the tool or command on the executor"},
+		// The reference's mkdtemp of rulvar-exec-../../x- makes /tmp/x-XXXXXX.
+		{"tool name climbing out of the base", "/bin/true", func(r *executor.Request) { r.Tool = "../../x" }, executor.CodeConfig, "holds a '/'"},
+		{"tool name with a slash", "/bin/true", func(r *executor.Request) { r.Tool = "a/b" }, executor.CodeConfig, "holds a '/'"},
+		{"tool name with a NUL", "/bin/true", func(r *executor.Request) { r.Tool = "a\x00b" }, executor.CodeConfig, "NUL byte"},
+		{"tool name not UTF-8", "/bin/true", func(r *executor.Request) { r.Tool = "a\xffb" }, executor.CodeConfig, "not valid UTF-8"},
+		{"executor tag not UTF-8", "/bin/true", func(r *executor.Request) { r.Executor = "\xff" }, executor.CodeConfig, "not valid UTF-8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := &ledger.Memory{}

@@ -27,8 +27,12 @@ type Option func(*executor.Config)
 // attested as it is (timeoutMs 1500.5).
 func WithTimeout(d time.Duration) Option { return func(c *executor.Config) { c.Timeout = d } }
 
-// WithKillGrace sets the SIGTERM to SIGKILL grace (default 2 s).
-func WithKillGrace(d time.Duration) Option { return func(c *executor.Config) { c.KillGrace = d } }
+// WithKillGrace sets the SIGTERM to SIGKILL grace (default 2 s, when the
+// option is left out). Zero sends SIGKILL right after the SIGTERM, as the
+// reference's killGraceMs 0.
+func WithKillGrace(d time.Duration) Option {
+	return func(c *executor.Config) { c.KillGrace, c.KillGraceSet = d, true }
+}
 
 // WithMaxOutputBytes sets the per-stream output cap (default 1 MiB; zero is
 // the default, as leaving it out).

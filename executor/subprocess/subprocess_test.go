@@ -208,8 +208,8 @@ func TestCancellation(t *testing.T) {
 func TestEnvironmentIsReplaced(t *testing.T) {
 	t.Setenv("MOAT_TEST_HOST_ONLY", "leak")
 	t.Setenv("MOAT_TEST_ALLOWED", "host-value")
-	creds := func(context.Context, *executor.Request) (map[string]string, error) {
-		return map[string]string{"MOAT_TEST_ALLOWED": "minted", "RULVAR_TOOL": "forged", "TOKEN": "t"}, nil
+	creds := func(context.Context, *executor.Request) ([]executor.Credential, error) {
+		return []executor.Credential{{Name: "MOAT_TEST_ALLOWED", Value: "minted"}, {Name: "RULVAR_TOOL", Value: "forged"}, {Name: "TOKEN", Value: "t"}}, nil
 	}
 	p, _ := sh(t, `env | sort | tr '\n' ';' >&2; exit 9`, subprocess.WithAllowEnv("MOAT_TEST_ALLOWED", "MOAT_TEST_UNSET"), subprocess.WithCredentials(creds))
 	_, err := dispatch(p, request("envtool"))
@@ -273,7 +273,7 @@ func TestCredentialsErrorIsRawAndRecorded(t *testing.T) {
 	mem := &ledger.Memory{}
 	boom := errors.New("vault unreachable")
 	p, base := sh(t, `touch /tmp/should-not-run`, subprocess.WithLedger(mem),
-		subprocess.WithCredentials(func(context.Context, *executor.Request) (map[string]string, error) { return nil, boom }))
+		subprocess.WithCredentials(func(context.Context, *executor.Request) ([]executor.Credential, error) { return nil, boom }))
 	_, err := dispatch(p, request("minted"))
 	if err != boom {
 		t.Fatalf("err = %v, want the raw credentials error", err)

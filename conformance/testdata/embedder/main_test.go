@@ -36,11 +36,14 @@ func TestConformance(t *testing.T) {
 					t.Fatal(err)
 				}
 				opts := []native.Option{native.WithPolicy(pol), native.WithCommand(cfg.Command, cfg.Args...),
-					native.WithAllowEnv(cfg.AllowEnv...), native.WithTimeout(cfg.Timeout), native.WithKillGrace(cfg.KillGrace),
+					native.WithAllowEnv(cfg.AllowEnv...), native.WithTimeout(cfg.Timeout),
 					native.WithMaxOutputBytes(cfg.MaxOutputBytes), native.WithCredentials(cfg.Credentials),
 					native.WithBinds(specs.Mount{Source: cfg.RunnerDir, Destination: cfg.RunnerDir, Options: []string{"ro"}})}
 				if cfg.Ledger != nil {
 					opts = append(opts, native.WithLedger(cfg.Ledger))
+				}
+				if cfg.KillGrace != nil {
+					opts = append(opts, native.WithKillGrace(*cfg.KillGrace))
 				}
 				p, err := native.New(opts...)
 				if err != nil {

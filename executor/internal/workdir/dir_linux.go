@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	"golang.org/x/sys/unix"
@@ -48,6 +49,11 @@ func markerDir() string {
 // Dir.Path is the resolved path, with no symlink in it: the sandbox's
 // setup reopens it following none.
 func Create(base, prefix string, log *slog.Logger) (*Dir, error) {
+	if strings.ContainsRune(prefix, '/') || strings.IndexByte(prefix, 0) >= 0 {
+		// A name from a caller (a tool's) must not take the workdir out of
+		// base, nor cut the path short.
+		return nil, &os.PathError{Op: "mkdirtemp", Path: filepath.Join(base, prefix+"*"), Err: unix.EINVAL}
+	}
 	bfd, real, err := hostpath.Open(base, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("mkdirtemp %s: %w", base, err)
@@ -86,7 +92,7 @@ func Create(base, prefix string, log *slog.Logger) (*Dir, error) {
 			// another one a later run made under the same name.
 			var st unix.Stat_t
 			if err := unix.Fstatat(bfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
-				_, _ = unix.Pwrite(d.lock, []byte("\n"+fileID(&st)), int64(len(path)))
+				_, _ = unix.Pwrite(d.lock, []byte(fileID(&st)), int64(len(path)+1))
 			}
 		}
 		d.Path = path
@@ -178,7 +184,9 @@ func writePath(fd int, path string, again bool) error {
 			return err
 		}
 	}
-	_, err := unix.Pwrite(fd, []byte(path), 0)
+	// Ended by a NUL, which no path holds (a tool's name may hold a
+	// newline); the directory's id follows it once it exists.
+	_, err := unix.Pwrite(fd, []byte(path+"\x00"), 0)
 	return err
 }
 

@@ -68,7 +68,12 @@ func sweepOne(fd int, name string, log *slog.Logger) (gone, ok bool) {
 	if err != nil || n == 0 || n == len(buf) {
 		return false, true // never written: no workdir was made
 	}
-	path, id, _ := strings.Cut(string(buf[:n]), "\n")
+	path, id, found := strings.Cut(string(buf[:n]), "\x00")
+	if !found {
+		// A marker of a moat from before tool names could hold a
+		// newline: the path, then a newline and the id.
+		path, id, _ = strings.Cut(path, "\n")
+	}
 	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
 		log.Warn("workdir sweep: a marker names no workdir; dropped", "marker", name)
 		return false, true

@@ -14,11 +14,15 @@ import (
 	"testing"
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // helperVar makes the test binary a helper that creates a workdir in the
 // base it names, prints its path and waits to be killed.
 const helperVar = "MOAT_WORKDIR_HELPER"
+
+// prefixVar, when set, is the helper's workdir prefix.
+const prefixVar = "MOAT_WORKDIR_PREFIX"
 
 func TestMain(m *testing.M) {
 	// Markers of this test binary's own, apart from any other moat's.
@@ -33,14 +37,18 @@ func TestMain(m *testing.M) {
 	os.Setenv("MOAT_WORKDIR_MARKERS", root)
 	markerRoot = root
 	if base := os.Getenv(helperVar); base != "" {
-		d, err := Create(base, "moat-run-", slog.New(slog.DiscardHandler))
+		prefix := "moat-run-"
+		if p, ok := os.LookupEnv(prefixVar); ok {
+			prefix = p
+		}
+		d, err := Create(base, prefix, slog.New(slog.DiscardHandler))
 		if err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")
 			os.Exit(1)
 		}
 		os.WriteFile(filepath.Join(d.Path, "left"), []byte("x"), 0o600)
-		os.Stdout.WriteString(d.Path + "\n")
-		io.Copy(io.Discard, os.Stdin) // until killed
+		os.Stdout.WriteString(d.Path + "\x00") // a path may hold a newline
+		io.Copy(io.Discard, os.Stdin)          // until killed
 		os.Exit(0)
 	}
 	code := m.Run()
@@ -144,12 +152,12 @@ func TestRemoveAllNeverFollowsLinks(t *testing.T) {
 
 // startKilledOwner creates a workdir with a marker in a helper process and
 // SIGKILLs it, as an outer executor kills `moat run`.
-func startKilledOwner(t *testing.T, base string) string {
+func startKilledOwner(t *testing.T, base string, env ...string) string {
 	t.Helper()
 	self, err := os.Executable()
 	must(t, err)
 	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperVar+"="+base)
+	cmd.Env = append(append(os.Environ(), helperVar+"="+base), env...)
 	stdin, err := cmd.StdinPipe()
 	must(t, err)
 	out, err := cmd.StdoutPipe()
@@ -157,16 +165,16 @@ func startKilledOwner(t *testing.T, base string) string {
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	must(t, cmd.Start())
-	line, err := bufio.NewReader(out).ReadString('\n')
+	b, err := bufio.NewReader(out).ReadString(0)
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatalf("helper: %v %s", err, errb.String())
+		t.Fatalf("helper: %q %v %s", b, err, errb.String())
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
 	stdin.Close()
-	return strings.TrimSpace(line)
+	return strings.TrimSuffix(b, "\x00")
 }
 
 // TestSweepRemovesOnlyWhatDeadRunsLeft: the workdir of a SIGKILLed owner
@@ -287,4 +295,80 @@ func shmBase(b *testing.B) string {
 	}
 	b.Cleanup(func() { os.RemoveAll(base) })
 	return base
+}
+
+// TestCreateRefusesANameThatLeavesTheBase: a prefix (a tool's name) with a
+// '/' or a NUL byte makes nothing, in the base or outside it; one with
+// dots or a newline stays a direct child of the base.
+func TestCreateRefusesANameThatLeavesTheBase(t *testing.T) {
+	root := t.TempDir()
+	base := filepath.Join(root, "a", "b")
+	must(t, os.MkdirAll(base, 0o700))
+	// What an earlier tool named ".." could have left: with it, the name
+	// "rulvar-exec-../../../x-" resolves to root/a/x-XXXXXX.
+	must(t, os.Mkdir(filepath.Join(base, "rulvar-exec-.."), 0o700))
+	log := slog.New(slog.DiscardHandler)
+	for _, prefix := range []string{"rulvar-exec-../../../x-", "rulvar-exec-../x-", "rulvar-exec-x\x00y-"} {
+		if d, err := Create(base, prefix, log); err == nil {
+			d.Remove(log)
+			t.Errorf("Create(%q) made %s", prefix, d.Path)
+		}
+	}
+	for _, dir := range []string{root, filepath.Join(root, "a"), base} {
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != 1 {
+			t.Errorf("%s holds %v after the refused names", dir, ents)
+		}
+	}
+	for _, prefix := range []string{"rulvar-exec-..-", "rulvar-exec-my.tool-", "rulvar-exec-x\ny-"} {
+		d, err := Create(base, prefix, log)
+		must(t, err)
+		if filepath.Dir(d.Path) != base || !strings.HasPrefix(filepath.Base(d.Path), prefix) {
+			t.Errorf("Create(%q) made %s, not a child of %s", prefix, d.Path, base)
+		}
+		d.Remove(log)
+	}
+}
+
+// TestSweepOfANameWithANewline: a killed owner whose workdir's name holds
+// a newline (a tool named "x\n/y") has exactly that workdir swept; the
+// directory named by the part before the newline, which a marker cut at
+// the newline would name, is left alone.
+func TestSweepOfANameWithANewline(t *testing.T) {
+	asNobodyToo(t)
+	base := t.TempDir()
+	decoy := filepath.Join(base, "rulvar-exec-x")
+	must(t, os.Mkdir(decoy, 0o700))
+	dead := startKilledOwner(t, base, prefixVar+"=rulvar-exec-x\n-")
+	if filepath.Dir(dead) != base || !strings.Contains(dead, "\n") {
+		t.Fatalf("the killed owner's workdir is %q", dead)
+	}
+	if n := Sweep(slog.New(slog.DiscardHandler)); n != 1 {
+		t.Fatalf("Sweep removed %d workdirs, want 1", n)
+	}
+	if _, err := os.Lstat(dead); !os.IsNotExist(err) {
+		t.Fatalf("the killed owner's workdir survived the sweep: %v", err)
+	}
+	if _, err := os.Stat(decoy); err != nil {
+		t.Fatalf("the sweep removed %s, which no run made: %v", decoy, err)
+	}
+}
+
+// TestSweepReadsAnOlderMarker: a marker in the format of a moat from
+// before NUL ended its path (path, newline, id) is still swept.
+func TestSweepReadsAnOlderMarker(t *testing.T) {
+	ownMarkers(t)
+	base := t.TempDir()
+	wd := filepath.Join(base, "rulvar-exec-old-AbC123")
+	must(t, os.Mkdir(wd, 0o700))
+	var st unix.Stat_t
+	must(t, unix.Stat(wd, &st))
+	must(t, os.Mkdir(markerDir(), 0o700))
+	must(t, os.WriteFile(filepath.Join(markerDir(), "w-old"), []byte(wd+"\n"+fileID(&st)), 0o600))
+	if n := Sweep(slog.New(slog.DiscardHandler)); n != 1 {
+		t.Fatalf("Sweep removed %d workdirs, want 1", n)
+	}
+	if _, err := os.Lstat(wd); !os.IsNotExist(err) {
+		t.Fatalf("the older marker's workdir survived: %v", err)
+	}
 }
