@@ -38,6 +38,17 @@ type precompiledProgram struct {
 	prog     Program
 }
 
+// PrecompiledLibrary is the version of the libseccomp that made the
+// built-in policies' programs this build carries for its architecture, or
+// "" when it carries none. A build without cgo sandboxes with exactly
+// those (moat version and moat doctor say so).
+func PrecompiledLibrary() string {
+	if precompiledNative == nil {
+		return ""
+	}
+	return precompiledNative.library
+}
+
 // lookupPrecompiled returns a copy of the program this build carries for
 // profile, or a *NotPrecompiledError. It is found by the Digest of the
 // whole profile, never by a policy's name: a built-in policy extended or

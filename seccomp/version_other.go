@@ -3,5 +3,6 @@
 package seccomp
 
 // LibraryVersion is empty in a build without libseccomp (no cgo): such a
-// build cannot compile filters, and a policy that asks for one refuses.
+// build compiles no filter; it loads the built-in policies' programs it
+// carries (PrecompiledLibrary) and refuses any other profile.
 func LibraryVersion() string { return "" }

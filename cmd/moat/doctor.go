@@ -55,9 +55,13 @@ type userNSReport struct {
 }
 
 type seccompReport struct {
-	Library string   `json:"library,omitempty"`
-	Actions []string `json:"actions,omitempty"`
-	Usable  bool     `json:"usable"`
+	Library string `json:"library,omitempty"`
+	// Embedded is the libseccomp that compiled the built-in policies'
+	// programs a build without cgo carries (Library is then empty): such a
+	// build runs them, and refuses a custom profile.
+	Embedded string   `json:"embedded,omitempty"`
+	Actions  []string `json:"actions,omitempty"`
+	Usable   bool     `json:"usable"`
 }
 
 type cgroupReport struct {
@@ -139,8 +143,7 @@ func diagnose() *doctorReport {
 	if a := sysctl("kernel/seccomp/actions_avail"); a != "" {
 		r.Seccomp.Actions = strings.Fields(a)
 	}
-	r.Seccomp.Library = seccomp.LibraryVersion()
-	r.Seccomp.Usable = r.Seccomp.Library != "" && len(r.Seccomp.Actions) > 0
+	r.Seccomp = diagnoseSeccomp(r)
 	if !r.Seccomp.Usable {
 		r.Problems = append(r.Problems, problem{"seccomp filters cannot be compiled or loaded (library " + orNone(r.Seccomp.Library) + ", kernel actions " + orNone(strings.Join(r.Seccomp.Actions, " ")) + ")",
 			"use a moat built with cgo and libseccomp (the release build is static) on a kernel with CONFIG_SECCOMP_FILTER"})
@@ -227,6 +230,18 @@ func cgroupsReport() cgroupReport {
 
 // judgePolicy says whether a built-in policy runs fully, degraded (limits
 // not enforced, seccomp missing) or not at all here.
+// diagnoseSeccomp fills in what this build compiles or carries, and
+// whether filters can run here at all (the kernel's actions, in r).
+func diagnoseSeccomp(r *doctorReport) seccompReport {
+	s := r.Seccomp
+	s.Library = seccomp.LibraryVersion()
+	if s.Library == "" {
+		s.Embedded = seccomp.PrecompiledLibrary()
+	}
+	s.Usable = (s.Library != "" || s.Embedded != "") && len(s.Actions) > 0
+	return s
+}
+
 func judgePolicy(name string, r *doctorReport) policyReport {
 	pr := policyReport{Name: name, Status: "full"}
 	pol, err := policies.Builtin(name)

@@ -34,7 +34,11 @@ func printReport(w io.Writer, r *doctorReport) {
 		fmt.Fprintln(w, fit(fmt.Sprintf("%-9s %-9s %s", name, verdict, detail)))
 	}
 	layer("userns", r.UserNS.Works, "", "a sandbox starts here"+ifText(!r.UserNS.Works, " (see problems)"))
-	layer("seccomp", r.Seccomp.Usable, "", fmt.Sprintf("libseccomp %s; %d kernel actions", orNone(r.Seccomp.Library), len(r.Seccomp.Actions)))
+	lib := "libseccomp " + orNone(r.Seccomp.Library)
+	if r.Seccomp.Embedded != "" {
+		lib = "no libseccomp; built-in filters embedded (" + r.Seccomp.Embedded + ")"
+	}
+	layer("seccomp", r.Seccomp.Usable, "", fmt.Sprintf("%s; %d kernel actions", lib, len(r.Seccomp.Actions)))
 	cg := "layout " + r.Cgroups.Layout + "; memory, pids and cpu limits enforced"
 	if d := degradedLimits(r.Cgroups); d != "" {
 		cg = "layout " + r.Cgroups.Layout + "; not enforced by a cgroup: " + d + " (see problems)"

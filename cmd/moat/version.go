@@ -28,7 +28,7 @@ func versionCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	lib := seccomp.LibraryVersion()
 	if lib == "" {
-		lib = "none (built without cgo: seccomp policies refuse to run)"
+		lib = "none (built without cgo: only the built-in policies' filters run, " + embeddedFilters() + ")"
 	}
 	fmt.Fprintf(stdout, "moat %s\ncommit %s\ngo %s %s/%s\nlibseccomp %s\nstatic %v\n",
 		version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, lib, isStatic("/proc/self/exe"))
@@ -50,4 +50,12 @@ func isStatic(path string) bool {
 	}
 	libs, err := f.ImportedLibraries()
 	return err == nil && len(libs) == 0
+}
+
+// embeddedFilters says what a build without libseccomp carries instead.
+func embeddedFilters() string {
+	if v := seccomp.PrecompiledLibrary(); v != "" {
+		return "compiled ahead by libseccomp " + v + "; a custom seccomp profile is refused"
+	}
+	return "and none is embedded for " + runtime.GOARCH + ": every seccomp profile is refused"
 }
