@@ -29,6 +29,8 @@ type Process struct {
 	// joinNet is the network namespace the child is born in (WithNetNS).
 	joinNet *os.File
 	hostID  Identity
+	uids    []IDMap // the sandbox's user namespace maps
+	gids    []IDMap
 	lease   *idLease // the host id's lock, when it came from the range
 
 	// sync is the launcher's end of the sync socket, held while the sandbox
@@ -153,6 +155,19 @@ func (p *Process) abort() {
 // caller's own rootless; as root the WithIdentity one, or the sandbox's own
 // from the host id range, held until it was reaped.
 func (p *Process) HostIdentity() Identity { return p.hostID }
+
+// IDMaps returns the sandbox's uid and gid maps: the one id of
+// HostIdentity, or its range (WithHostRange), or the given maps
+// (WithIDMaps).
+func (p *Process) IDMaps() (uids, gids []IDMap) { return p.uids, p.gids }
+
+// ShareLease returns a copy of the descriptor of the lock that holds the
+// sandbox's host id or range (as root, when moat allocated it): the lock
+// stays held while that copy is open, after the sandbox ended too, so a
+// container that joins this sandbox's user namespace keeps the range from
+// being handed to another sandbox while it runs (hostid_linux.go). Close
+// it when done.
+func (p *Process) ShareLease() (*os.File, error) { return p.lease.share() }
 
 // Pid returns the host pid of the sandbox's pid 1.
 func (p *Process) Pid() int { return p.proc.Pid }
