@@ -298,8 +298,8 @@ func probeCapsHostile() error {
 
 // TestCapsStayInsideTheUserNamespace: a sandbox granted every capability
 // and no filter, uid 0 inside, cannot use them on the host: a mount over
-// a bound host directory stays in its own mount namespace, a root-only
-// host file stays unreadable and a
+// a bound host directory stays in its own mount namespace, a read-only
+// bind stays read-only, a root-only host file stays unreadable and a
 // root-owned host directory unwritable, the host's network namespace
 // (joined) refuses it, a host process cannot be reached, an id outside
 // its range cannot be taken, and loading a module, setting the clock, a
@@ -349,6 +349,10 @@ func TestCapsStayInsideTheUserNamespace(t *testing.T) {
 		}
 		want := map[string]string{
 			"mount-over-bind":      "ok", // in its own mount namespace
+			"remount-ro-bind-rw":   "EPERM",
+			"setattr-clear-rdonly": "EPERM",
+			"setattr-clear-nodev":  "EPERM",
+			"write-ro-bind":        "EROFS",
 			"read-root-only-file":  "EACCES",
 			"write-root-owned-dir": "EACCES",
 			"open-by-handle":       "EPERM",

@@ -36,7 +36,9 @@ type Config struct {
 	// extra mount target must already exist; the rootfs is never modified.
 	Rootfs string `json:"rootfs,omitempty"`
 	// Mounts are extra binds: Source on the host, Destination inside,
-	// Options "ro" (the default) or "rw".
+	// Options "ro" (the default) or "rw". A bind with UIDMappings and
+	// GIDMappings is an id-mapped mount of its source (idmount_linux.go):
+	// the source's files owned by ContainerID show as owned by HostID.
 	Mounts []specs.Mount `json:"mounts,omitempty"`
 	// Network is NetworkNone (the default) or NetworkLoopback.
 	Network string `json:"network,omitempty"`

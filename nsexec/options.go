@@ -27,6 +27,7 @@ type options struct {
 	ranges    *idRange // WithHostRangeSpace
 	uids      []IDMap  // WithIDMaps
 	gids      []IDMap
+	idmapAll  bool // WithIDMappedMounts
 	trace     func(Trace)
 	netns     *os.File             // WithNetNS
 	noTail    bool                 // WithoutTail
@@ -153,6 +154,18 @@ func WithHostRangeSpace(dir string, first, count uint32) Option {
 func WithIDMaps(uids, gids []IDMap) Option {
 	return func(o *options) { o.uids, o.gids = uids, gids }
 }
+
+// WithIDMappedMounts makes the rootfs and every bind of the Config an
+// id-mapped mount with the sandbox's own maps, where the filesystem
+// allows it (idmount_linux.go): files the host's ids 0 to N own show as
+// owned by ids 0 to N inside, as they would to a process in no user
+// namespace, and what the sandbox writes there lands owned by the host
+// ids of the same numbers. For a config with no user namespace of its
+// own (podman as root without --userns, ctr, a Kubernetes pod without
+// hostUsers: false), whose engine expects the container's root to own
+// what host root owns. Only as root; a filesystem that cannot be
+// id-mapped keeps a plain bind (logged).
+func WithIDMappedMounts() Option { return func(o *options) { o.idmapAll = true } }
 
 // idRange is where spawn allocates host ids (WithHostIDRange) or ranges
 // of them (WithHostRangeSpace): count blocks of size ids from first on.

@@ -28,10 +28,12 @@ type Process struct {
 	after func() // runs once the child was reaped (or never started)
 	// joinNet is the network namespace the child is born in (WithNetNS).
 	joinNet *os.File
-	hostID  Identity
-	uids    []IDMap // the sandbox's user namespace maps
-	gids    []IDMap
-	lease   *idLease // the host id's lock, when it came from the range
+	// idMounts are attached where the child is born (idmount_linux.go).
+	idMounts *idMounts
+	hostID   Identity
+	uids     []IDMap // the sandbox's user namespace maps
+	gids     []IDMap
+	lease    *idLease // the host id's lock, when it came from the range
 
 	// sync is the launcher's end of the sync socket, held while the sandbox
 	// runs (the init ends the sandbox at its EOF) and read for the tool's
@@ -93,7 +95,11 @@ func (p *Process) own(path string, attr *os.ProcAttr, started chan<- error) {
 	var proc *os.Process
 	err := joinNetNS(p.joinNet)
 	if err == nil {
-		proc, err = os.StartProcess(path, []string{InitArgv0}, attr)
+		var leave func() error
+		if leave, err = p.idMounts.enter(); err == nil {
+			proc, err = os.StartProcess(path, []string{InitArgv0}, attr)
+			_ = leave() // idMounts.enter says why a failure is harmless
+		}
 	}
 	if err != nil {
 		if p.after != nil {

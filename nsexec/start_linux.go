@@ -70,6 +70,12 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	if err != nil {
 		return nil, nil, err
 	}
+	idm, err := prepareIDMounts(c, &paths.ids, m, o)
+	if err != nil {
+		paths.giveBack(o.logger)
+		return nil, nil, err
+	}
+	defer idm.close() // own attached them, or they are not needed
 	trace := o.trace != nil && !deferred
 	var tail *os.File
 	if !o.noTail {
@@ -110,7 +116,7 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	// A lent workdir is given back once the child is reaped, whichever way it
 	// ends (Process.own), before Wait returns.
 	p := &Process{done: make(chan struct{}), lease: m.lease, hostID: id, uids: m.uids, gids: m.gids, after: func() { paths.giveBack(o.logger) }}
-	p.joinNet = o.netns
+	p.joinNet, p.idMounts = o.netns, idm
 	started := make(chan error, 1)
 	t0 := monotonic()
 	go p.own(initPath, attr, started)
