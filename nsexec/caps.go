@@ -44,6 +44,10 @@ func (c *Capabilities) all() uint64 {
 	return c.Bounding | c.Effective | c.Permitted | c.Inheritable | c.Ambient
 }
 
+// KnownCapabilities is how many capabilities this build has names for
+// (0 to KnownCapabilities-1).
+const KnownCapabilities = len(capNames)
+
 // capNames are the names of capabilities(7), in bit order.
 var capNames = [...]string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",

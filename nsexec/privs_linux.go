@@ -72,8 +72,17 @@ func initCapsFor(caps *Capabilities) []uintptr {
 // the tail's execve.
 // Capabilities survive: the old uid is not 0 in this user namespace, so the
 // kernel's setuid fixup does not clear them (security/commoncap.c
-// cap_emulate_setxuid compares against the namespace's uid 0).
+// cap_emulate_setxuid compares against the namespace's uid 0), or
+// SECBIT_NO_SETUID_FIXUP is set for the switch.
 func (c *child) switchIdentity() error {
+	// Unless the init is uid 0 of its namespace: in a rootless engine's
+	// namespace (WithHostRange maps its ids to themselves) it is, and a
+	// setresuid from uid 0 to another would clear its capabilities (the
+	// setuid fixup). NO_SETUID_FIXUP, unlocked, keeps them; capCalls sets
+	// the sandbox's own securebits later.
+	if _, _, e := unix.RawSyscall(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, secbitNoSetuidFixup, 0); e != 0 {
+		return stepErr(StepIdentity, "", "securebits for the identity switch", e)
+	}
 	if c.setGroups {
 		n, p := groupsArg(c.cfg.Groups)
 		if _, _, e := unix.RawSyscall(sysSetgroups, n, p, 0); e != 0 {

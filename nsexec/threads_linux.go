@@ -94,7 +94,9 @@ func privilegeDrop(uid, gid uint32, groups []uint32, setGroups bool, caps *Capab
 // identityCalls give a thread the sandbox's groups (when setGroups), gid
 // and uid.
 func identityCalls(uid, gid uint32, groups []uint32, setGroups bool) []threadCall {
-	var calls []threadCall
+	// As switchIdentity: no setuid fixup for the switch (a thread that
+	// is uid 0 of the namespace would lose what capCalls needs).
+	calls := []threadCall{{nr: unix.SYS_PRCTL, args: [5]uintptr{unix.PR_SET_SECUREBITS, secbitNoSetuidFixup}, what: "securebits for the identity switch", step: StepIdentity}}
 	if setGroups {
 		n, p := groupsArg(groups)
 		calls = append(calls, threadCall{nr: sysSetgroups, args: [5]uintptr{n, p}, what: "setgroups", step: StepIdentity})
