@@ -1,6 +1,7 @@
 package nsexec
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -201,10 +202,23 @@ func prepareIDMounts(c *Config, ids *sourceIDs, m *mapping, o *options) (*idMoun
 		fd, err := idMapped(u, ns)
 		if err != nil && !u.explicit {
 			// Not for this filesystem: the bind stays plain, as without
-			// WithIDMappedMounts.
-			o.logger.Warn("a source stays a plain bind: its filesystem cannot be id-mapped here, so files of host ids outside the sandbox's range show as nobody's",
+			// WithIDMappedMounts (locked still, if it must be). An
+			// overlayfs root, an engine's usual, is one: overlayfs can
+			// take id-mapped layers but cannot be id-mapped itself, so
+			// that is expected and only logged at debug level.
+			level := slog.LevelWarn
+			if u.what == "rootfs" {
+				level = slog.LevelDebug
+			}
+			o.logger.Log(context.Background(), level, "a source stays a plain bind: its filesystem cannot be id-mapped here, so files of host ids outside the sandbox's range show as nobody's",
 				slog.String("mount", u.what), slog.String("source", u.path), slog.String("err", err.Error()))
-			continue
+			if !lockAll {
+				continue
+			}
+			if fd, err = idMapped(u, -1); err != nil {
+				im.close()
+				return nil, &SetupError{Step: StepBind, Path: u.path, Errno: errnoOf(err), Detail: u.what + ": lock its flags"}
+			}
 		}
 		if err != nil {
 			im.close()

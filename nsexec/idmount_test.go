@@ -174,6 +174,14 @@ func TestIDMappedUnsupported(t *testing.T) {
 		if r := mustRun(t, plain, rangeSpace(t, 1), WithIDMappedMounts()); r.stdout != "65534\n" {
 			t.Fatalf("sysfs with WithIDMappedMounts: %q, want a plain bind (owner nobody)", r.stdout)
 		}
+		// Granted CAP_SYS_ADMIN, the plain bind's read-only flag is
+		// locked all the same.
+		sa := mustCaps("CAP_SYS_ADMIN")
+		plain.Args = []string{"/bin/sh", "-c", "mount -o remount,bind,rw /mnt 2>/dev/null && echo remounted || echo locked"}
+		plain.Caps = &Capabilities{Bounding: sa, Permitted: sa, Effective: sa}
+		if r := mustRun(t, plain, rangeSpace(t, 1), WithIDMappedMounts()); r.stdout != "locked\n" {
+			t.Fatalf("sysfs with WithIDMappedMounts and CAP_SYS_ADMIN: %q, want the read-only bind locked", r.stdout)
+		}
 	})
 }
 
