@@ -257,7 +257,8 @@ func probeCapsHostile() error {
 		_ = mnt
 	}
 	try("open-by-handle", err)
-	// CAP_NET_ADMIN over the host's network namespace, which this sandbox
+	// CAP_NET_ADMIN over a network namespace of the host's user namespace
+	// (an engine's, as podman's or a CNI pod's), which this sandbox
 	// joined: setting lo's flags to what they are changes nothing if it
 	// is let through, and is refused as the namespace is not ours.
 	s, _ := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
@@ -300,7 +301,7 @@ func probeCapsHostile() error {
 // and no filter, uid 0 inside, cannot use them on the host: a mount over
 // a bound host directory stays in its own mount namespace, a read-only
 // bind stays read-only, a root-only host file stays unreadable and a
-// root-owned host directory unwritable, the host's network namespace
+// root-owned host directory unwritable, an engine's network namespace
 // (joined) refuses it, a host process cannot be reached, an id outside
 // its range cannot be taken, and loading a module, setting the clock, a
 // block device node and port I/O are all refused. Each is tried, each
@@ -315,11 +316,7 @@ func TestCapsStayInsideTheUserNamespace(t *testing.T) {
 		os.Mkdir(w, 0o755)
 		os.Mkdir(ro, 0o755)
 		os.WriteFile(filepath.Join(ro, "secret"), []byte("host secret"), 0o600)
-		netns, err := os.Open("/proc/self/ns/net")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer netns.Close()
+		netns := engineNetNS(t)
 		last, err := lastCap()
 		if err != nil {
 			t.Fatal(err)
@@ -389,6 +386,33 @@ func TestCapsStayInsideTheUserNamespace(t *testing.T) {
 			t.Errorf("the host's mount table changed:\nbefore %s\nafter  %s", mountsBefore, after)
 		}
 	})
+}
+
+// engineNetNS is a new network namespace of the host's user namespace,
+// as an engine makes for its containers (podman's, a CNI pod's): made on
+// a thread of its own, which the runtime discards with its namespace.
+func engineNetNS(t *testing.T) *os.File {
+	t.Helper()
+	type res struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan res)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			ch <- res{nil, err}
+			return
+		}
+		f, err := os.Open("/proc/thread-self/ns/net")
+		ch <- res{f, err}
+	}()
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Cleanup(func() { r.f.Close() })
+	return r.f
 }
 
 // bothInitsRoot is bothInits as root alone.
