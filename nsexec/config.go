@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 7 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail)
+const ConfigVersion = 8 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts
 
 // Network modes.
 const (
@@ -36,7 +36,9 @@ type Config struct {
 	// extra mount target must already exist; the rootfs is never modified.
 	Rootfs string `json:"rootfs,omitempty"`
 	// Mounts are extra binds: Source on the host, Destination inside,
-	// Options "ro" (the default) or "rw".
+	// Options "ro" (the default) or "rw". A bind with UIDMappings and
+	// GIDMappings is an id-mapped mount of its source (idmount_linux.go):
+	// the source's files owned by ContainerID show as owned by HostID.
 	Mounts []specs.Mount `json:"mounts,omitempty"`
 	// Network is NetworkNone (the default) or NetworkLoopback.
 	Network string `json:"network,omitempty"`
@@ -54,6 +56,16 @@ type Config struct {
 	// process.user): the ids inside are the mapping's inside side only; the
 	// host side is never root either way.
 	ExactIDs bool `json:"exactIDs,omitempty"`
+	// Groups are the tool's supplementary groups inside (setgroups(2)), an
+	// OCI config's process.user.additionalGids. Each must be mapped; they
+	// can only be set where the sandbox's user namespace allows setgroups
+	// (as root; rootless it must deny it before its gid map is written,
+	// user_namespaces(7)), else Start refuses them. Empty: none (as root;
+	// rootless the caller's own stay, as with every rootless sandbox).
+	Groups []uint32 `json:"groups,omitempty"`
+	// Caps are the tool's capability sets, inside its user namespace
+	// only (caps.go). Nil: none, and the securebits locked.
+	Caps *Capabilities `json:"caps,omitempty"`
 	// Cwd is the tool's working directory inside the sandbox, an absolute,
 	// clean path that must exist in the new root. Empty means /work when
 	// Workdir is set, else /.
@@ -100,11 +112,13 @@ type Stdio struct {
 // knows about the id mapping.
 type wire struct {
 	Config *Config `json:"config"`
-	// DropGroups is set when the parent is root and allowed setgroups in the
-	// child's user namespace, so the child can clear the supplementary groups
-	// inherited from root (rootless, setgroups is denied and the caller's own
-	// groups stay, as with every rootless sandbox).
-	DropGroups bool `json:"dropGroups,omitempty"`
+	// SetGroups is set when the parent allowed setgroups in the child's
+	// user namespace (as root, or root of a rootless engine's namespace
+	// that allows it), so the child sets the supplementary groups to
+	// Config.Groups, clearing those it inherited (rootless, setgroups is
+	// denied and the caller's own groups stay, as with every rootless
+	// sandbox).
+	SetGroups bool `json:"setGroups,omitempty"`
 	// Trace asks the child for its stage marks (WithTrace).
 	Trace bool `json:"trace,omitempty"`
 	// Deferred makes the child stop before the exec, say msgReady and wait

@@ -3,6 +3,7 @@ package nsexec
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,12 +46,39 @@ const (
 // running sandbox.
 var ErrHostIDsExhausted = errors.New("nsexec: every host id of the sandbox range is held by a running sandbox")
 
-var defaultIDRange = idRange{dir: HostIDLockDir, first: HostIDFirst, count: HostIDCount}
+// ErrHostRangesExhausted means every block of the range space
+// (WithHostRange) is held by a running sandbox.
+var ErrHostRangesExhausted = errors.New("nsexec: every host id range of the range space is held by a running sandbox")
 
-// idLease is one held host id.
+var (
+	defaultIDRange   = idRange{dir: HostIDLockDir, first: HostIDFirst, count: HostIDCount}
+	defaultHostRange = idRange{dir: HostRangeLockDir, first: HostRangeFirst, count: HostRangeCount, size: HostRangeSize}
+)
+
+// Ranges of ids (WithHostRange) are allocated beside the single ids, by
+// the same rule: block N of the range space is held by an exclusive flock
+// on HostRangeLockDir/<its first id>, the lowest free block is taken, a
+// holder that dies frees its blocks with its descriptors, and the scan is
+// bounded by the block count. The two spaces are disjoint (idmap.go), and
+// WithIDMaps refuses maps that reach into either (mapping_linux.go), so no
+// two running sandboxes share a host id whichever allocator gave it
+// (TestHostIDsNeverShared).
+//
+// A range must stay held while any container that uses it runs, and the
+// containers of a pod share one (the pod's user namespace, which its
+// containers join): a flock is held by an open file description, not a
+// process, and lasts until the last descriptor of it closes, so a joining
+// container keeps a copy of the pod's lock descriptor (Process.ShareLease,
+// passed by SCM_RIGHTS or pidfd_getfd(2)) and the range stays held until
+// the last of them has ended, whichever ends first. Opening the lock file
+// anew would not do: that is another open file description, whose flock
+// the pod's own excludes.
+
+// idLease is one held host id, or one block of ids.
 type idLease struct {
-	key heldKey
-	fd  int
+	key  heldKey
+	fd   int
+	size uint32 // ids in the block: 1 for a single id
 }
 
 // heldKey names a lock file; held lists those this process holds, which
@@ -77,21 +105,53 @@ func (l *idLease) release() {
 	}
 }
 
-// acquire takes the lowest free id of r. Scanning from the first id keeps
-// the lock files as few as the most sandboxes ever run at once (a random
-// start would leave up to HostIDCount inodes in /run); a held id costs one
-// failed non-blocking flock, a few microseconds.
-func (r idRange) acquire() (*idLease, error) {
+// share returns a copy of the lease's descriptor: the lock stays held
+// while it is open, whatever becomes of the lease (see above).
+func (l *idLease) share() (*os.File, error) {
+	if l == nil || l.fd < 0 {
+		return nil, errors.New("nsexec: no host id lease to share")
+	}
+	fd, err := unix.FcntlInt(uintptr(l.fd), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return nil, fmt.Errorf("nsexec: share the host id lease: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "moat-host-id-lease"), nil
+}
+
+// blockSize is r's ids per block.
+func (r idRange) blockSize() uint32 { return max(r.size, 1) }
+
+// check refuses a range that includes host root or runs past the last
+// valid id.
+func (r idRange) check() error {
+	if r.first == 0 {
+		return fmt.Errorf("nsexec host id range starting at 0: refusing to map host root into a sandbox")
+	}
 	if r.count == 0 {
-		return nil, fmt.Errorf("nsexec: host id range %s is empty", r.dir)
+		return fmt.Errorf("nsexec: host id range %s is empty", r.dir)
+	}
+	if uint64(r.first)+uint64(r.count)*uint64(r.blockSize()) > math.MaxUint32 {
+		return fmt.Errorf("nsexec: host id range %d + %d blocks of %d runs past 4294967294", r.first, r.count, r.blockSize())
+	}
+	return nil
+}
+
+// acquire takes the lowest free id (or block of ids) of r. Scanning from
+// the first keeps the lock files as few as the most sandboxes ever run at
+// once (a random start would leave up to HostIDCount inodes in /run); a
+// held one costs one failed non-blocking flock, a few microseconds.
+func (r idRange) acquire() (*idLease, error) {
+	if err := r.check(); err != nil {
+		return nil, err
 	}
 	dir, err := openLockDir(r.dir)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(dir)
+	size := r.blockSize()
 	for i := uint32(0); i < r.count; i++ {
-		id := r.first + i
+		id := r.first + i*size
 		key := heldKey{r.dir, id}
 		held.Lock()
 		mine := held.ids[key]
@@ -114,12 +174,16 @@ func (r idRange) acquire() (*idLease, error) {
 			held.Lock()
 			held.ids[key] = true
 			held.Unlock()
-			return &idLease{key: key, fd: fd}, nil
+			return &idLease{key: key, fd: fd, size: size}, nil
 		}
 		unix.Close(fd)
 		if err != unix.EWOULDBLOCK {
 			return nil, fmt.Errorf("nsexec: lock host id %d: %w", id, err)
 		}
+	}
+	if size > 1 {
+		return nil, fmt.Errorf("%w: all %d ranges of %d ids from %d are locked in %s; wait for a sandbox to end", ErrHostRangesExhausted,
+			r.count, size, r.first, r.dir)
 	}
 	return nil, fmt.Errorf("%w: all %d ids %d-%d are locked in %s; wait for a sandbox to end", ErrHostIDsExhausted,
 		r.count, r.first, r.first+r.count-1, r.dir)

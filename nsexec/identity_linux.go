@@ -16,44 +16,19 @@ import (
 // shared 65534 that host daemons run as. See https://systemd.io/UIDS-GIDS/.
 const DefaultHostID = 2000000000
 
-// hostIdentity picks the host ids to map: the caller's own rootless, else
-// the configured id, else one of the range held by the returned lease
-// (release it once the sandbox was reaped). Host root is never returned.
-func hostIdentity(o *options) (id Identity, root bool, lease *idLease, err error) {
-	if os.Geteuid() != 0 || !rootIsHostRoot() {
-		return Identity{UID: uint32(os.Geteuid()), GID: uint32(os.Getegid())}, false, nil, nil
-	}
-	if o.identity != nil {
-		id = *o.identity
-		if id.UID == 0 || id.GID == 0 {
-			return Identity{}, true, nil, fmt.Errorf("nsexec identity %d:%d: refusing to map host root into a sandbox", id.UID, id.GID)
-		}
-		return id, true, nil, nil
-	}
-	r := defaultIDRange
-	if o.ids != nil {
-		r = *o.ids
-	}
-	if r.first == 0 {
-		return Identity{}, true, nil, fmt.Errorf("nsexec host id range starting at 0: refusing to map host root into a sandbox")
-	}
-	if lease, err = r.acquire(); err != nil {
-		return Identity{}, true, nil, err
-	}
-	return Identity{UID: lease.key.id, GID: lease.key.id}, true, lease, nil
-}
-
 // IsHostRoot says whether the caller is root of the initial user namespace
 // (root, not root only in a rootless engine's user namespace): such a
-// caller maps each sandbox onto a host id of its own, any other its own id.
+// caller maps each sandbox onto a host id (or range, WithHostRange) of its
+// own, any other its own id or the ids its namespace has
+// (mapping_linux.go).
 func IsHostRoot() bool { return os.Geteuid() == 0 && rootIsHostRoot() }
 
 // rootIsHostRoot says whether uid 0 of this process's user namespace is
 // uid 0 of its parent namespace. It is not in a rootless engine's user
 // namespace (podman's, whose root is the user who ran podman): the caller
-// is then rootless in all but name, and maps its own id, as any rootless
-// caller does, instead of taking a host id from a range it cannot lock or
-// map (and setgroups stays denied, as that namespace's own is).
+// is then rootless in all but name, and maps its own id, or with
+// WithHostRange the ids that namespace has, instead of taking host ids
+// from a range it cannot lock or map (CallerIDs).
 func rootIsHostRoot() bool {
 	b, err := os.ReadFile("/proc/self/uid_map")
 	if err != nil {

@@ -68,7 +68,9 @@ type child struct {
 	sync int
 	cfg  *Config
 	srcs sourceIDs // the inodes the parent opened for cfg's host paths
-	drop bool      // clear the supplementary groups (the parent is root)
+	// setGroups: setgroups is allowed in the sandbox's user namespace, so
+	// the child sets cfg.Groups (clearing what it inherited).
+	setGroups bool
 	// deferred: stop before the exec and wait for the request (Prepare).
 	deferred bool
 	// trace: send the stage marks before the exec (WithTrace).
@@ -109,7 +111,7 @@ func (c *child) run() error {
 	if err != nil {
 		return stepErr(StepConfig, "", err.Error(), err)
 	}
-	c.cfg, c.drop, c.trace, c.deferred, c.srcs = w.Config, w.DropGroups, w.Trace, w.Deferred, w.Sources
+	c.cfg, c.setGroups, c.trace, c.deferred, c.srcs = w.Config, w.SetGroups, w.Trace, w.Deferred, w.Sources
 	if c.tail = w.Tail; c.tail {
 		c.self = firstTasksFD + w.Tasks
 	} else {

@@ -36,6 +36,8 @@ type mountSpec struct {
 //   - type "tmpfs": a new tmpfs (Source empty or "tmpfs"), read-write
 //     unless "ro", capped at "size=BYTES" (default tmpSize), with optional
 //     "nr_inodes=N" and "mode=OCTAL" (its root directory).
+//   - a bind with uidMappings and gidMappings (both): an id-mapped mount
+//     of its source (idmount_linux.go), "idmap" and "ridmap" allowed.
 //   - both: "nosuid" and "nodev" are always applied (saying so is allowed),
 //     "noexec" adds MOUNT_ATTR_NOEXEC, "private" and "rprivate" are true of
 //     every mount in the sandbox (its whole tree is made private first).
@@ -66,8 +68,9 @@ func parseMount(i int, m *specs.Mount, tmpSize int64) (mountSpec, error) {
 	if !filepath.IsAbs(m.Destination) || filepath.Clean(m.Destination) != m.Destination || m.Destination == "/" {
 		return bad(".destination", m.Destination, "use an absolute, clean path other than /")
 	}
-	if len(m.UIDMappings) > 0 || len(m.GIDMappings) > 0 {
-		return bad(".uidMappings", "", "id-mapped mounts are not supported")
+	idmapped, err := checkMountMaps(at, m)
+	if err != nil {
+		return mountSpec{}, err
 	}
 	var ro, rw, bind, rbind bool
 	seen := map[string]bool{}
@@ -91,6 +94,9 @@ func parseMount(i int, m *specs.Mount, tmpSize int64) (mountSpec, error) {
 			bind = true
 		case o == "rbind" && !s.tmpfs:
 			rbind = true
+		case (o == "idmap" || o == "ridmap") && idmapped:
+			// runc's words for an id-mapped bind (of the mount alone, or
+			// recursive): the maps make it one; bind or rbind say which.
 		case hasVal && s.tmpfs && (key == "size" || key == "nr_inodes"):
 			n, err := strconv.ParseUint(val, 10, 63)
 			if err != nil || n == 0 {

@@ -23,6 +23,11 @@ type options struct {
 	tasks     []*os.File
 	identity  *Identity
 	ids       *idRange
+	hostRange bool     // WithHostRange
+	ranges    *idRange // WithHostRangeSpace
+	uids      []IDMap  // WithIDMaps
+	gids      []IDMap
+	idmapAll  bool // WithIDMappedMounts
 	trace     func(Trace)
 	netns     *os.File             // WithNetNS
 	noTail    bool                 // WithoutTail
@@ -112,10 +117,62 @@ func WithHostIDRange(dir string, first, count uint32) Option {
 	return func(o *options) { o.ids = &idRange{dir: dir, first: first, count: count} }
 }
 
-// idRange is where spawn allocates host ids (WithHostIDRange).
+// WithHostRange gives the sandbox a range of ids instead of one:
+// HostRangeSize ids, 0 to HostRangeSize-1 inside, so that an image with
+// several users, supplementary groups and an entrypoint that drops to
+// another uid work (cmd/moat-runtime uses it; moat's own providers and
+// moat run keep one id). As root, the range is the sandbox's own, a
+// block of moat's range space held by a lock file for the sandbox's life
+// (hostid_linux.go; WithHostRangeSpace); in a rootless engine's user
+// namespace (its root is not host root) it is every id that namespace
+// has, mapped to itself; rootless otherwise, the caller's own id alone,
+// as without this option. Config.UID, GID and Groups must lie in it.
+func WithHostRange() Option { return func(o *options) { o.hostRange = true } }
+
+// WithHostRangeSpace makes WithHostRange, as root, take its ranges from
+// count blocks of HostRangeSize ids from first on, held by lock files in
+// dir (root's, mode 0700). The default is HostRangeFirst, HostRangeCount
+// and HostRangeLockDir; tests use this.
+func WithHostRangeSpace(dir string, first, count uint32) Option {
+	return func(o *options) {
+		o.hostRange = true
+		o.ranges = &idRange{dir: dir, first: first, count: count, size: HostRangeSize}
+	}
+}
+
+// WithIDMaps maps the sandbox's ids by uids and gids (a config's own user
+// namespace: podman --userns=auto or --uidmap, a Kubernetes pod with
+// hostUsers: false) instead of an id or range moat picks. They are
+// honoured if they map no host root and stay within what the caller may
+// map (mapping_linux.go): as root any ids but 0 outside moat's own
+// reserved ranges; in a rootless engine's user namespace the ids it has;
+// rootless otherwise, one line of size 1 onto the caller's own id.
+// Config.UID, GID and Groups must be mapped. Overlap with another
+// sandbox's maps is the engine's to decide (a pod's containers share
+// theirs); moat's own allocations never overlap them, since it refuses
+// maps that reach into its reserved ranges.
+func WithIDMaps(uids, gids []IDMap) Option {
+	return func(o *options) { o.uids, o.gids = uids, gids }
+}
+
+// WithIDMappedMounts makes the rootfs and every bind of the Config an
+// id-mapped mount with the sandbox's own maps, where the filesystem
+// allows it (idmount_linux.go): files the host's ids 0 to N own show as
+// owned by ids 0 to N inside, as they would to a process in no user
+// namespace, and what the sandbox writes there lands owned by the host
+// ids of the same numbers. For a config with no user namespace of its
+// own (podman as root without --userns, ctr, a Kubernetes pod without
+// hostUsers: false), whose engine expects the container's root to own
+// what host root owns. Only as root; a filesystem that cannot be
+// id-mapped keeps a plain bind (logged).
+func WithIDMappedMounts() Option { return func(o *options) { o.idmapAll = true } }
+
+// idRange is where spawn allocates host ids (WithHostIDRange) or ranges
+// of them (WithHostRangeSpace): count blocks of size ids from first on.
 type idRange struct {
 	dir          string
 	first, count uint32
+	size         uint32 // ids per block; 0 means 1
 }
 
 // Identity is a host-side uid and gid.

@@ -50,6 +50,13 @@ func Prepare(ctx context.Context, cfg *Config, opts ...Option) (*Pending, error)
 // HostIdentity returns the host ids of the waiting sandbox (Process.HostIdentity).
 func (s *Pending) HostIdentity() Identity { return s.proc.HostIdentity() }
 
+// IDMaps returns the waiting sandbox's maps (Process.IDMaps).
+func (s *Pending) IDMaps() (uids, gids []IDMap) { return s.proc.IDMaps() }
+
+// ShareLease returns a copy of the waiting sandbox's lease descriptor
+// (Process.ShareLease).
+func (s *Pending) ShareLease() (*os.File, error) { return s.proc.ShareLease() }
+
 // Pid returns the host pid of the waiting sandbox init.
 func (s *Pending) Pid() int { return s.proc.Pid() }
 

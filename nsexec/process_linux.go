@@ -28,8 +28,12 @@ type Process struct {
 	after func() // runs once the child was reaped (or never started)
 	// joinNet is the network namespace the child is born in (WithNetNS).
 	joinNet *os.File
-	hostID  Identity
-	lease   *idLease // the host id's lock, when it came from the range
+	// idMounts are attached where the child is born (idmount_linux.go).
+	idMounts *idMounts
+	hostID   Identity
+	uids     []IDMap // the sandbox's user namespace maps
+	gids     []IDMap
+	lease    *idLease // the host id's lock, when it came from the range
 
 	// sync is the launcher's end of the sync socket, held while the sandbox
 	// runs (the init ends the sandbox at its EOF) and read for the tool's
@@ -91,7 +95,11 @@ func (p *Process) own(path string, attr *os.ProcAttr, started chan<- error) {
 	var proc *os.Process
 	err := joinNetNS(p.joinNet)
 	if err == nil {
-		proc, err = os.StartProcess(path, []string{InitArgv0}, attr)
+		var leave func() error
+		if leave, err = p.idMounts.enter(); err == nil {
+			proc, err = os.StartProcess(path, []string{InitArgv0}, attr)
+			_ = leave() // idMounts.enter says why a failure is harmless
+		}
 	}
 	if err != nil {
 		if p.after != nil {
@@ -153,6 +161,19 @@ func (p *Process) abort() {
 // caller's own rootless; as root the WithIdentity one, or the sandbox's own
 // from the host id range, held until it was reaped.
 func (p *Process) HostIdentity() Identity { return p.hostID }
+
+// IDMaps returns the sandbox's uid and gid maps: the one id of
+// HostIdentity, or its range (WithHostRange), or the given maps
+// (WithIDMaps).
+func (p *Process) IDMaps() (uids, gids []IDMap) { return p.uids, p.gids }
+
+// ShareLease returns a copy of the descriptor of the lock that holds the
+// sandbox's host id or range (as root, when moat allocated it): the lock
+// stays held while that copy is open, after the sandbox ended too, so a
+// container that joins this sandbox's user namespace keeps the range from
+// being handed to another sandbox while it runs (hostid_linux.go). Close
+// it when done.
+func (p *Process) ShareLease() (*os.File, error) { return p.lease.share() }
 
 // Pid returns the host pid of the sandbox's pid 1.
 func (p *Process) Pid() int { return p.proc.Pid }

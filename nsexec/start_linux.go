@@ -45,30 +45,37 @@ func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Proc
 // tool, or, deferred, up to the child's ready; the returned sync socket is
 // then still open and the child waits on it for its request.
 func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred bool) (*Process, *os.File, error) {
-	id, root, lease, err := hostIdentity(o)
+	m, err := hostMapping(o, c)
 	if err != nil {
 		return nil, nil, err
 	}
 	if o.chosen != nil {
-		if err := o.chosen(id); err != nil {
-			lease.release()
+		if err := o.chosen(m.id); err != nil {
+			m.lease.release()
 			return nil, nil, err
 		}
 	}
-	p, sync, err := spawnAs(ctx, c, stdio, o, deferred, id, root, lease)
+	p, sync, err := spawnAs(ctx, c, stdio, o, deferred, m)
 	if err != nil {
-		lease.release()
+		m.lease.release()
 	}
 	return p, sync, err
 }
 
-// spawnAs is spawn with the host identity chosen; the Process owns lease
+// spawnAs is spawn with the maps chosen; the Process owns their lease
 // once its init was started (released when it was reaped).
-func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred bool, id Identity, root bool, lease *idLease) (*Process, *os.File, error) {
+func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred bool, m *mapping) (*Process, *os.File, error) {
+	id, root := m.id, m.root
 	paths, err := openHostPaths(c, id, root, o)
 	if err != nil {
 		return nil, nil, err
 	}
+	idm, err := prepareIDMounts(c, &paths.ids, m, o)
+	if err != nil {
+		paths.giveBack(o.logger)
+		return nil, nil, err
+	}
+	defer idm.close() // own attached them, or they are not needed
 	trace := o.trace != nil && !deferred
 	var tail *os.File
 	if !o.noTail {
@@ -77,7 +84,7 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	if tail != nil {
 		defer tail.Close()
 	}
-	frame, err := encodeFrame(&wire{Config: c, DropGroups: root, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Tail: tail != nil, Sources: paths.ids})
+	frame, err := encodeFrame(&wire{Config: c, SetGroups: m.setgroups, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Tail: tail != nil, Sources: paths.ids})
 	if err != nil {
 		paths.giveBack(o.logger)
 		return nil, nil, err
@@ -101,15 +108,15 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	attr := &os.ProcAttr{
 		Env:   []string{initFDEnv + "=3", initGodebug},
 		Files: append(append(files, childEnd), o.tasks...), // sync at 3, tasks from 4, then the tail's binary
-		Sys:   sysProcAttr(c, id, root, o),
+		Sys:   sysProcAttr(c, m, o),
 	}
 	if tail != nil {
 		attr.Files = append(attr.Files, tail)
 	}
 	// A lent workdir is given back once the child is reaped, whichever way it
 	// ends (Process.own), before Wait returns.
-	p := &Process{done: make(chan struct{}), lease: lease, hostID: id, after: func() { paths.giveBack(o.logger) }}
-	p.joinNet = o.netns
+	p := &Process{done: make(chan struct{}), lease: m.lease, hostID: id, uids: m.uids, gids: m.gids, after: func() { paths.giveBack(o.logger) }}
+	p.joinNet, p.idMounts = o.netns, idm
 	started := make(chan error, 1)
 	t0 := monotonic()
 	go p.own(initPath, attr, started)
@@ -178,6 +185,21 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 	if c.UID == math.MaxUint32 || c.GID == math.MaxUint32 {
 		return nil, &ConfigError{Field: "uid", Value: fmt.Sprint(c.UID, ":", c.GID), Reason: "4294967295 is the invalid id (-1); use 0 to 4294967294"}
 	}
+	if c.Caps != nil {
+		last, err := lastCap()
+		if err != nil {
+			return nil, err
+		}
+		if extra := c.Caps.all() &^ (1<<(last+1) - 1); extra != 0 {
+			return nil, &ConfigError{Field: "caps", Value: fmt.Sprint(CapabilityNames(extra)), Reason: fmt.Sprintf("this kernel's last capability is %d; drop them", last)}
+		}
+		caps := *c.Caps
+		c.Caps = &caps
+	}
+	if len(c.Groups) > maxGroups {
+		return nil, &ConfigError{Field: "groups", Value: fmt.Sprint(len(c.Groups)), Reason: fmt.Sprintf("the kernel takes at most %d supplementary groups", maxGroups)}
+	}
+	c.Groups = slices.Clone(c.Groups)
 	if c.Hostname == "" {
 		c.Hostname = DefaultHostname
 	}
@@ -215,17 +237,17 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 
 // sysProcAttr creates every namespace at clone time (peers.md 2b): joining
 // them later is not possible from a multi-threaded Go process.
-func sysProcAttr(c *Config, id Identity, root bool, o *options) *syscall.SysProcAttr {
+func sysProcAttr(c *Config, m *mapping, o *options) *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
 			unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: int(c.UID), HostID: int(id.UID), Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: int(c.GID), HostID: int(id.GID), Size: 1}},
+		UidMappings: procIDMaps(m.uids),
+		GidMappings: procIDMaps(m.gids),
 		// Rootless, setgroups must be denied before gid_map can be written
 		// (user_namespaces(7)); as root it stays allowed so the child can
-		// clear the supplementary groups it inherits from root.
-		GidMappingsEnableSetgroups: root,
-		AmbientCaps:                initCaps,
+		// set the sandbox's groups, clearing those it inherits from root.
+		GidMappingsEnableSetgroups: m.setgroups,
+		AmbientCaps:                initCapsFor(c.Caps),
 		Setsid:                     true,
 		// Fires when the spawning thread exits (golang/go#27505), so own()
 		// keeps that thread locked for the child's whole life.
@@ -238,6 +260,15 @@ func sysProcAttr(c *Config, id Identity, root bool, o *options) *syscall.SysProc
 		attr.Cloneflags &^= unix.CLONE_NEWNET // joined by own() instead (WithNetNS)
 	}
 	return attr
+}
+
+// procIDMaps is ms as syscall writes them.
+func procIDMaps(ms []IDMap) []syscall.SysProcIDMap {
+	out := make([]syscall.SysProcIDMap, len(ms))
+	for i, m := range ms {
+		out[i] = syscall.SysProcIDMap{ContainerID: int(m.Inside), HostID: int(m.Host), Size: int(m.Size)}
+	}
+	return out
 }
 
 func syncPair() (parent, child *os.File, err error) {

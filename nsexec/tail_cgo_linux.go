@@ -37,6 +37,7 @@ package nsexec
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/signalfd.h>
@@ -44,6 +45,7 @@ package nsexec
 // The Step numbers of errors.go (TestTailConstants checks them).
 enum {
 	MOAT_STEP_CONFIG = 2,
+	MOAT_STEP_CAPABILITIES = 21,
 	MOAT_STEP_FDS = 23,
 	MOAT_STEP_SECCOMP = 24,
 	MOAT_STEP_EXEC = 25,
@@ -473,6 +475,22 @@ static void moat_tail(const char *params) {
 	// The tool must not inherit the sync socket.
 	if (fcntl(moat_sync, F_SETFD, FD_CLOEXEC) != 0)
 		_exit(MOAT_EXIT_SETUP);
+	// A sandbox granted capabilities (Config.Caps) whose uid is 0 inside
+	// got them all in its effective set at this exec, as any root process
+	// does; the tail acts with none, and the tool's exec computes its own
+	// from the permitted set the tail keeps (threads_linux.go,
+	// setCapsWant). capset may always lower the effective set.
+	{
+		struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+		struct __user_cap_data_struct d[2];
+		if (syscall(SYS_capget, &h, d) != 0)
+			moat_fail(MOAT_STEP_CAPABILITIES, "", errno, "capget");
+		if ((d[0].effective | d[1].effective) != 0) {
+			d[0].effective = d[1].effective = 0;
+			if (syscall(SYS_capset, &h, d) != 0)
+				moat_fail(MOAT_STEP_CAPABILITIES, "", errno, "clear the effective set");
+		}
+	}
 	// What does not depend on the request is done before it, off the
 	// dispatch's critical path: the signal queue, and the policy's filter
 	// (its JIT alone is about a tenth of a millisecond), under which the
@@ -692,6 +710,6 @@ func tailOrigNofile() (unix.Rlimit, bool) {
 
 // tailSteps are the tail's step numbers, for TestTailConstants.
 func tailSteps() map[Step]int {
-	return map[Step]int{StepConfig: int(C.MOAT_STEP_CONFIG), StepFDs: int(C.MOAT_STEP_FDS),
+	return map[Step]int{StepConfig: int(C.MOAT_STEP_CONFIG), StepCapabilities: int(C.MOAT_STEP_CAPABILITIES), StepFDs: int(C.MOAT_STEP_FDS),
 		StepSeccomp: int(C.MOAT_STEP_SECCOMP), StepExec: int(C.MOAT_STEP_EXEC)}
 }

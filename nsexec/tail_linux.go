@@ -123,7 +123,7 @@ func (c *child) execTail() error {
 			return stepErr(StepSeccomp, "", err.Error(), unix.EINVAL)
 		}
 	}
-	if err := dropPrivileges(); err != nil {
+	if err := c.dropPrivileges(); err != nil {
 		return err
 	}
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {

@@ -68,17 +68,26 @@ static int moat_bc_set(int i, long nr, unsigned long a0, unsigned long a1, unsig
 static int moat_bc_check;
 static uid_t moat_bc_uid;
 static gid_t moat_bc_gid;
-static int moat_bc_nogroups;
+static int moat_bc_ngroups; // -1: the groups are not set
+static gid_t moat_bc_groups[32]; // the first 32, compared when there are no more
 static int moat_bc_lastcap;
 static int moat_bc_secbits;
+static unsigned long long moat_bc_prm, moat_bc_inh, moat_bc_bnd, moat_bc_amb;
 
-static void moat_bc_target(int check, unsigned uid, unsigned gid, int nogroups, int lastcap, int secbits) {
+static void moat_bc_target(int check, unsigned uid, unsigned gid, int ngroups, const unsigned *groups, int lastcap, int secbits,
+			   unsigned long long prm, unsigned long long inh, unsigned long long bnd, unsigned long long amb) {
 	moat_bc_check = check;
 	moat_bc_uid = uid;
 	moat_bc_gid = gid;
-	moat_bc_nogroups = nogroups;
+	moat_bc_ngroups = ngroups;
+	for (int i = 0; i < ngroups && i < 32; i++)
+		moat_bc_groups[i] = groups[i];
 	moat_bc_lastcap = lastcap;
 	moat_bc_secbits = secbits;
+	moat_bc_prm = prm;
+	moat_bc_inh = inh;
+	moat_bc_bnd = bnd;
+	moat_bc_amb = amb;
 }
 
 // moat_bc_done says whether the calling thread is in the target state
@@ -92,18 +101,32 @@ static int moat_bc_done(void) {
 		return 0;
 	if (getresgid(&gr, &ge, &gs) != 0 || gr != moat_bc_gid || ge != moat_bc_gid || gs != moat_bc_gid)
 		return 0;
-	if (moat_bc_nogroups && getgroups(0, NULL) != 0)
-		return 0;
+	if (moat_bc_ngroups >= 0) {
+		if (moat_bc_ngroups <= 32) {
+			gid_t g[32];
+			if (getgroups(32, g) != moat_bc_ngroups)
+				return 0;
+			for (int i = 0; i < moat_bc_ngroups; i++)
+				if (g[i] != moat_bc_groups[i])
+					return 0;
+		} else if (getgroups(0, NULL) != moat_bc_ngroups)
+			return 0;
+	}
 	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct d[2];
 	if (syscall(SYS_capget, &h, d) != 0)
 		return 0;
-	for (int i = 0; i < 2; i++)
-		if (d[i].effective != 0 || d[i].permitted != 0 || d[i].inheritable != 0)
+	unsigned long long eff = d[0].effective | (unsigned long long)d[1].effective << 32;
+	unsigned long long prm = d[0].permitted | (unsigned long long)d[1].permitted << 32;
+	unsigned long long inh = d[0].inheritable | (unsigned long long)d[1].inheritable << 32;
+	if (eff != 0 || prm != moat_bc_prm || inh != moat_bc_inh)
+		return 0;
+	for (int c = 0; c <= moat_bc_lastcap; c++) {
+		if (prctl(PR_CAPBSET_READ, c, 0, 0, 0) != (int)(moat_bc_bnd >> c & 1))
 			return 0;
-	for (int c = 0; c <= moat_bc_lastcap; c++)
-		if (prctl(PR_CAPBSET_READ, c, 0, 0, 0) != 0)
+		if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, c, 0, 0) != (int)(moat_bc_amb >> c & 1))
 			return 0;
+	}
 	return prctl(PR_GET_SECUREBITS, 0, 0, 0, 0) == moat_bc_secbits && prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1;
 }
 
@@ -287,6 +310,8 @@ static int moat_broadcast(int sig, int timeout_ms, pid_t *bad_tid, int *bad_call
 import "C"
 
 import (
+	"unsafe"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -309,13 +334,15 @@ const broadcastTimeoutMS = 5000
 // as it is. target may be nil.
 func onEveryThread(calls []threadCall, target *dropTarget) *threadErr {
 	if target == nil {
-		C.moat_bc_target(0, 0, 0, 0, 0, 0)
+		C.moat_bc_target(0, 0, 0, -1, nil, 0, 0, 0, 0, 0, 0)
 	} else {
-		nogroups := C.int(0)
-		if target.dropGroups {
-			nogroups = 1
+		var groups *C.uint
+		if len(target.groupList) > 0 {
+			groups = (*C.uint)(unsafe.Pointer(&target.groupList[0]))
 		}
-		C.moat_bc_target(1, C.uint(target.uid), C.uint(target.gid), nogroups, C.int(target.lastCap), C.int(lockedSecurebits))
+		c := target.caps
+		C.moat_bc_target(1, C.uint(target.uid), C.uint(target.gid), C.int(target.groups), groups, C.int(target.lastCap), C.int(target.secbits),
+			C.ulonglong(c.Permitted), C.ulonglong(c.Inheritable), C.ulonglong(c.Bounding), C.ulonglong(c.Ambient))
 	}
 	for i, c := range calls {
 		a := c.args

@@ -41,7 +41,7 @@ func holdThreads(n int) (release func()) {
 // runtime makes from one that has dropped is born.
 func probeDroppedAgain() error {
 	defer holdThreads(8)()
-	calls, target, err := privilegeDrop(uint32(os.Getuid()), uint32(os.Getgid()), false, broadcastBounding)
+	calls, target, err := privilegeDrop(uint32(os.Getuid()), uint32(os.Getgid()), nil, false, nil, broadcastBounding)
 	if err != nil {
 		return err
 	}

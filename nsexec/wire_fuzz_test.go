@@ -29,7 +29,7 @@ func sampleWire() *wire {
 			Env:      []string{"PATH=/usr/bin", "HOME=/work"},
 			CgroupNS: true,
 		},
-		DropGroups: true, Trace: true, Tasks: 5,
+		SetGroups: true, Trace: true, Tasks: 5,
 		Sources: sourceIDs{Rootfs: &fileID{Dev: 1, Ino: 2}, Workdir: &fileID{Dev: 1, Ino: 3}, Mounts: []fileID{{Dev: 1, Ino: 4}, {}}},
 	}
 }

@@ -66,6 +66,8 @@ func (w *wire) check() error {
 		return bad("config.network", unix.EINVAL, "%q is neither %q nor %q", c.Network, NetworkNone, NetworkLoopback)
 	case c.UID == math.MaxUint32 || c.GID == math.MaxUint32:
 		return bad("config.uid", unix.EINVAL, "uid or gid 4294967295 is the invalid id (-1), which setresuid(2) reads as \"unchanged\"")
+	case len(c.Groups) > maxGroups:
+		return bad("config.groups", unix.EINVAL, "has %d groups; the kernel takes at most %d", len(c.Groups), maxGroups)
 	case c.TmpSize < 0:
 		return bad("config.tmpSize", unix.EINVAL, "is negative")
 	case w.Tasks < 0 || w.Tasks > maxTasks:

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 
+	"github.com/moat-sandbox/moat/nsexec"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/opencontainers/runtime-spec/specs-go/features"
 )
@@ -16,22 +17,24 @@ func (r *runtime) features(args []string) error {
 		OCIVersionMin: "1.0.0",
 		OCIVersionMax: specs.Version,
 		Hooks:         []string{},
-		MountOptions:  []string{"ro", "rw", "bind", "rbind", "nosuid", "nodev", "noexec", "private", "rprivate", "relatime", "noatime", "strictatime"},
+		MountOptions:  []string{"ro", "rw", "bind", "rbind", "idmap", "ridmap", "nosuid", "nodev", "noexec", "private", "rprivate", "relatime", "noatime", "strictatime"},
 		Linux: &features.Linux{
-			Namespaces:   []string{"user", "mount", "pid", "network", "ipc", "uts", "cgroup"},
-			Capabilities: []string{},
+			Namespaces: []string{"user", "mount", "pid", "network", "ipc", "uts", "cgroup"},
+			// Granted inside the sandbox's user namespace only.
+			Capabilities: nsexec.CapabilityNames(^uint64(0) >> (64 - nsexec.KnownCapabilities)),
 			Cgroup:       &features.Cgroup{V1: &t, V2: &t, Systemd: &f, SystemdUser: &f},
 			Seccomp: &features.Seccomp{Enabled: &t,
 				Actions:   []string{"SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP"},
 				Operators: []string{"SCMP_CMP_NE", "SCMP_CMP_LT", "SCMP_CMP_LE", "SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_MASKED_EQ"},
 				Archs:     []string{"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"},
 			},
-			Apparmor:        &features.Apparmor{Enabled: &f},
-			Selinux:         &features.Selinux{Enabled: &f},
-			IntelRdt:        &features.IntelRdt{Enabled: &f},
-			MountExtensions: &features.MountExtensions{IDMap: &features.IDMap{Enabled: &f}},
+			Apparmor: &features.Apparmor{Enabled: &f},
+			Selinux:  &features.Selinux{Enabled: &f},
+			IntelRdt: &features.IntelRdt{Enabled: &f},
+			// As root (a host filesystem can be id-mapped by root alone).
+			MountExtensions: &features.MountExtensions{IDMap: &features.IDMap{Enabled: &t}},
 		},
-		Annotations: map[string]string{"org.moat-sandbox.floor": "user namespace with an unprivileged mapping, no capabilities, no_new_privs, seccomp, read-only root"},
+		Annotations: map[string]string{"org.moat-sandbox.floor": "a user namespace that never maps host root, no host namespace, no_new_privs, a seccomp filter; capabilities inside the user namespace only"},
 	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")

@@ -72,7 +72,7 @@ func runtimeBin(t *testing.T) string {
 }
 
 // busyboxCommands are the links the test image gets.
-var busyboxCommands = []string{"sh", "true", "false", "id", "cat", "echo", "sleep", "ls", "pwd", "env", "kill", "tty", "head", "tail", "seq", "touch", "hostname", "test", "stat"}
+var busyboxCommands = []string{"sh", "true", "false", "id", "cat", "echo", "sleep", "ls", "pwd", "env", "kill", "tty", "head", "tail", "seq", "touch", "hostname", "test", "stat", "grep", "ip", "su", "mount", "chown"}
 
 // testRootfs builds the offline test image's root: Debian's busybox-static
 // binary and its links, in a directory every user can read (no image is

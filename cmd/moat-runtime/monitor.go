@@ -125,9 +125,7 @@ func newMonitor(g global, log *slog.Logger, id, bundle, consoleSocket string) (*
 	cfg.Seccomp = prog
 	raiseRlimits(cfg.Rlimits)
 	opts := append([]nsexec.Option{nsexec.WithLogger(log)}, initOption()...)
-	if plan.HostID != nil {
-		opts = append(opts, nsexec.WithIdentity(*plan.HostID))
-	}
+	opts = append(opts, identityOptions(plan)...)
 	if plan.NetNS != "" {
 		// The engine's network namespace (nsexec checks it is one).
 		f, err := os.OpenFile(plan.NetNS, os.O_RDONLY|unix.O_CLOEXEC, 0)

@@ -13,6 +13,7 @@ import (
 	"github.com/moat-sandbox/moat/cgroups"
 	"github.com/moat-sandbox/moat/executor/native"
 	"github.com/moat-sandbox/moat/nsexec"
+	"github.com/moat-sandbox/moat/nsexec/oci"
 	"github.com/moat-sandbox/moat/policies"
 	"github.com/moat-sandbox/moat/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -21,7 +22,16 @@ import (
 
 // filterFor compiles the config's seccomp profile as given, or moat's
 // default policy's allowlist when the config has none: a moat sandbox
-// never runs unfiltered.
+// never runs unfiltered. The default is the same whatever capabilities
+// the config grants: a capability granted inside the user namespace gives
+// power over that namespace's objects only, and the calls Docker's
+// profile opens for one (mount, unshare, setns for CAP_SYS_ADMIN; ptrace
+// and process_vm for CAP_SYS_PTRACE; chroot for CAP_SYS_CHROOT; bpf,
+// perf_event_open) are kernel surface moat's default keeps closed (its
+// hostile battery, seccomp/attack, expects them refused); an engine that
+// wants them passes a profile, as podman does. The default's refusal to
+// make a file setuid or setgid stays too: through an id-mapped volume
+// such a file would be host root's.
 func filterFor(profile *specs.LinuxSeccomp) ([]byte, error) {
 	if profile == nil {
 		def, err := policies.Builtin("default")
@@ -35,6 +45,23 @@ func filterFor(profile *specs.LinuxSeccomp) ([]byte, error) {
 		return nil, fmt.Errorf("config.json linux.seccomp: %w", err)
 	}
 	return prog.MarshalBinary()
+}
+
+// identityOptions are the nsexec options of the plan's identity: the
+// config's own maps, or a range of moat's (nsexec.WithHostRange: its own
+// block as root, the engine's ids in a rootless engine's namespace, the
+// caller's id otherwise), with id-mapped mounts when moat picked it as
+// root, so the image's and volumes' owners are the container's as under
+// runc.
+func identityOptions(plan *oci.Plan) []nsexec.Option {
+	if plan.UIDMap != nil {
+		return []nsexec.Option{nsexec.WithIDMaps(plan.UIDMap, plan.GIDMap)}
+	}
+	opts := []nsexec.Option{nsexec.WithHostRange()}
+	if plan.IDMapMounts {
+		opts = append(opts, nsexec.WithIDMappedMounts())
+	}
+	return opts
 }
 
 // leafName is a container ID as a cgroup leaf name (1 to 128 of

@@ -41,8 +41,8 @@ func (t *translator) mounts() {
 			t.refuse(field+".destination", m.Destination, "must be an absolute path")
 			continue
 		}
-		if len(m.UIDMappings)+len(m.GIDMappings) > 0 {
-			t.refuse(field+".uidMappings", "", "id-mapped mounts are not supported (features: idmap disabled)")
+		if len(m.UIDMappings)+len(m.GIDMappings) > 0 && m.Type != "bind" && m.Type != "" {
+			t.refuse(field+".uidMappings", "", "only a bind can be id-mapped")
 			continue
 		}
 		if typ, ok := provided[dst]; ok && (typ == "" || typ == m.Type || (dst == "/sys/fs/cgroup" && m.Type == "cgroup2")) {
@@ -79,7 +79,10 @@ func (t *translator) bind(field string, m specs.Mount, dst string) {
 	if !ok {
 		return
 	}
-	t.plan.Config.Mounts = append(t.plan.Config.Mounts, specs.Mount{Destination: dst, Type: nsexec.MountBind, Source: filepath.Clean(src), Options: opts})
+	// Id-mapped when it has maps (runc's idmap): nsexec builds it.
+	uids, gids, opts := t.bindMaps(field, m, opts)
+	t.plan.Config.Mounts = append(t.plan.Config.Mounts, specs.Mount{Destination: dst, Type: nsexec.MountBind, Source: filepath.Clean(src), Options: opts,
+		UIDMappings: uids, GIDMappings: gids})
 	t.target(dst, src)
 }
 
@@ -111,7 +114,7 @@ func (t *translator) options(field string, in []string, tmpfs bool) ([]string, b
 			out = append(out, o)
 		case o == "nosuid", o == "nodev", o == "noexec", o == "private", o == "rprivate":
 			out = append(out, o)
-		case !tmpfs && (o == "bind" || o == "rbind"):
+		case !tmpfs && (o == "bind" || o == "rbind" || o == "idmap" || o == "ridmap"):
 			out = append(out, o)
 		case tmpfs && hasVal && key == "size":
 			n, err := parseSize(val)

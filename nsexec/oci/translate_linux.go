@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -28,10 +27,17 @@ type Plan struct {
 	Seccomp *specs.LinuxSeccomp
 	// Resources holds only what moat enforces: memory, pids, cpu.
 	Resources *specs.LinuxResources
-	// HostID is the host uid and gid the config's own user namespace maps
-	// the process's ids to; nil when the config has no mapping (moat then
-	// maps an unprivileged id of its own).
-	HostID *nsexec.Identity
+	// UIDMap and GIDMap are the config's own user namespace maps (podman
+	// --userns=auto or --uidmap, a pod with hostUsers: false), checked
+	// against what the caller may map; nil when the config has none (moat
+	// then maps a range of its own, nsexec.WithHostRange).
+	UIDMap, GIDMap []nsexec.IDMap
+	// IDMapMounts: moat picks the mapping (the config has no user
+	// namespace maps of its own) and the caller is host root, so the
+	// rootfs and binds are id-mapped with it (nsexec.WithIDMappedMounts):
+	// the engine expects the container's root to own what host root
+	// owns, as under runc without a user namespace.
+	IDMapMounts bool
 	// Targets are mount destinations missing from the root, to create
 	// before the start (only when the root is writable, root.readonly
 	// false, as runc creates them).
@@ -131,11 +137,7 @@ func (t *translator) process() {
 	if p.User.UID == math.MaxUint32 || p.User.GID == math.MaxUint32 {
 		t.refuse("process.user", fmt.Sprint(p.User.UID, ":", p.User.GID), "4294967295 is the invalid id (-1); use 0 to 4294967294")
 	}
-	for i, g := range p.User.AdditionalGids {
-		if g != p.User.GID {
-			t.refuse(fmt.Sprintf("process.user.additionalGids[%d]", i), fmt.Sprint(g), "moat maps one uid and one gid into the sandbox, so a supplementary group would be unmapped; drop it (podman: no --group-add)")
-		}
-	}
+	t.groups(p.User.GID, p.User.AdditionalGids)
 	if p.User.Umask != nil && *p.User.Umask != 0o022 {
 		t.refuse("process.user.umask", fmt.Sprintf("%#o", *p.User.Umask), "moat starts every process with umask 022")
 	}
@@ -147,9 +149,7 @@ func (t *translator) process() {
 	t.plan.Config.Rlimits = p.Rlimits
 	t.plan.Terminal = p.Terminal
 	t.plan.ConsoleSize = p.ConsoleSize
-	if p.Capabilities != nil && (len(p.Capabilities.Bounding)+len(p.Capabilities.Effective)+len(p.Capabilities.Permitted)+len(p.Capabilities.Ambient)+len(p.Capabilities.Inheritable) > 0) {
-		t.note("process.capabilities: none granted (moat's floor: every set and the bounding set are empty)")
-	}
+	t.capabilities(p.Capabilities)
 	if !p.NoNewPrivileges {
 		t.note("process.noNewPrivileges: set anyway (moat's floor)")
 	}
@@ -228,7 +228,8 @@ func (t *translator) linux() {
 		}
 	}
 	if user == nil {
-		t.note("linux.namespaces: no user namespace given; moat adds one with an unprivileged mapping")
+		t.note("linux.namespaces: no user namespace given; moat adds one with a range of host ids of its own")
+		t.plan.IDMapMounts = t.hostRoot
 		if len(l.UIDMappings)+len(l.GIDMappings) > 0 {
 			t.refuse("linux.uidMappings", "", "mappings without a user namespace; add {\"type\":\"user\"}")
 		}
@@ -255,35 +256,6 @@ func (t *translator) linux() {
 	if l.Seccomp != nil {
 		t.plan.Seccomp = l.Seccomp
 	}
-}
-
-// mapping finds the host ids the config's own mapping gives the process's
-// uid and gid. moat maps exactly that one pair (nsexec maps one id).
-func (t *translator) mapping(l *specs.Linux) {
-	u, g := t.plan.Config.UID, t.plan.Config.GID
-	hu, okU := lookup(l.UIDMappings, u)
-	hg, okG := lookup(l.GIDMappings, g)
-	if len(l.UIDMappings) == 0 && len(l.GIDMappings) == 0 {
-		t.note("linux.namespaces: a user namespace without mappings; moat maps an unprivileged id of its own")
-		return
-	}
-	if !okU || !okG {
-		t.refuse("linux.uidMappings", fmt.Sprintf("%d:%d", u, g), "the process's uid and gid must both be mapped")
-		return
-	}
-	if !t.hostRoot {
-		// Rootless, the one id that can be mapped is the caller's own.
-		if int(hu) != os.Geteuid() || int(hg) != os.Getegid() {
-			t.refuse("linux.uidMappings", fmt.Sprintf("%d:%d", hu, hg), "rootless, moat maps the process's ids to the caller's own (%d:%d) only", os.Geteuid(), os.Getegid())
-		}
-		return
-	}
-	if hu == 0 || hg == 0 {
-		t.refuse("linux.uidMappings", fmt.Sprintf("%d:%d", hu, hg), "maps the process onto host root, which moat never does (podman: --userns=auto)")
-		return
-	}
-	t.plan.HostID = &nsexec.Identity{UID: hu, GID: hg}
-	t.note("linux.uidMappings: only the process's own uid and gid are mapped (%d:%d -> %d:%d)", u, g, hu, hg)
 }
 
 func lookup(ms []specs.LinuxIDMapping, id uint32) (uint32, bool) {

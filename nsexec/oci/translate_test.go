@@ -66,8 +66,11 @@ func TestTranslatePodmanConfig(t *testing.T) {
 	if p.Resources == nil || p.Resources.Pids == nil || *p.Resources.Pids.Limit != 2048 || p.Resources.Memory != nil {
 		t.Fatalf("resources: %+v", p.Resources)
 	}
-	if p.HostID != nil {
-		t.Fatalf("no user namespace in the config: moat's own mapping, got %+v", p.HostID)
+	if p.UIDMap != nil || p.GIDMap != nil || !p.IDMapMounts {
+		t.Fatalf("no user namespace in the config: moat's own range, id-mapped mounts; got %+v %+v %v", p.UIDMap, p.GIDMap, p.IDMapMounts)
+	}
+	if c.Caps == nil || *c.Caps != (nsexec.Capabilities{Bounding: 1 << 0}) {
+		t.Fatalf("capabilities: %+v, want CAP_CHOWN in the bounding set", c.Caps)
 	}
 	if len(p.Targets) != 5 || p.Targets[2] != (Target{Path: "/tmp", Dir: true}) || p.Targets[3] != (Target{Path: "/etc/hosts"}) || p.Targets[4] != (Target{Path: "/scratch", Dir: true}) {
 		t.Fatalf("targets: %+v", p.Targets)
@@ -100,7 +103,7 @@ func TestTranslateRefuses(t *testing.T) {
 		{"mounts[9].destination", func(s *specs.Spec) {
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/dev/kvm", Type: "bind", Source: "/dev/kvm"})
 		}},
-		{"process.user.additionalGids[0]", func(s *specs.Spec) { s.Process.User.AdditionalGids = []uint32{10} }},
+		{"process.capabilities.permitted[0]", func(s *specs.Spec) { s.Process.Capabilities.Permitted = []string{"CAP_TELEPORT"} }},
 		{"process.apparmorProfile", func(s *specs.Spec) { s.Process.ApparmorProfile = "containers-default" }},
 		{"linux.resources", func(s *specs.Spec) { s.Linux.Resources.BlockIO = &specs.LinuxBlockIO{} }},
 		{"linux.resources.memory.disableOOMKiller", func(s *specs.Spec) {
@@ -172,9 +175,16 @@ func TestTranslateMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.HostID == nil || *p.HostID != (nsexec.Identity{UID: 100005, GID: 200006}) {
-		t.Fatalf("host id: %+v", p.HostID)
+	if len(p.UIDMap) != 1 || p.UIDMap[0] != (nsexec.IDMap{Inside: 0, Host: 100000, Size: 65536}) ||
+		len(p.GIDMap) != 1 || p.GIDMap[0] != (nsexec.IDMap{Inside: 0, Host: 200000, Size: 65536}) || p.IDMapMounts {
+		t.Fatalf("maps: %+v %+v (id-mapped mounts %v), want the config's own and no moat-chosen id map", p.UIDMap, p.GIDMap, p.IDMapMounts)
 	}
+	// moat's own reserved host ids are not an engine's to map.
+	s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: nsexec.HostRangeFirst, Size: 65536}}
+	if _, err := Translate(s, "/b", true); err == nil || !strings.Contains(err.Error(), "moat's") {
+		t.Fatalf("a map into moat's range space: %v, want a refusal naming it", err)
+	}
+	s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}}
 	s.Process.User.UID = 70000 // outside the mapping
 	if _, err := Translate(s, "/b", true); err == nil {
 		t.Fatal("an unmapped process uid was accepted")
@@ -183,7 +193,7 @@ func TestTranslateMapping(t *testing.T) {
 	s.Process.User.UID = 7
 	s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 4294967290, Size: 100}}
 	if p, err := Translate(s, "/b", true); err == nil {
-		t.Fatalf("a mapping wrapping past 2^32-1 was accepted: host id %+v", p.HostID)
+		t.Fatalf("a mapping wrapping past 2^32-1 was accepted: maps %+v", p.UIDMap)
 	}
 }
 
