@@ -20,8 +20,9 @@ var devLinks = [][2]string{
 	{"ptmx", "pts/ptmx"},
 }
 
-// mountDev builds a minimal /dev on a small tmpfs.
-func mountDev(root int, shmSize int64) error {
+// mountDev builds a minimal /dev on a small tmpfs, with the sandbox's own
+// ipc namespace's message queues at /dev/mqueue when mqueue is set.
+func mountDev(root int, shmSize int64, mqueue bool) error {
 	dev, err := newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, "mode=0755", "size=64k", "nr_inodes=64")
 	if err != nil {
 		return stepErr(StepDev, "/dev", "", err)
@@ -54,9 +55,24 @@ func mountDev(root int, shmSize int64) error {
 			return stepErr(StepDev, "/dev/"+l[0], "symlink", err)
 		}
 	}
-	for _, d := range []string{"shm", "pts"} {
+	dirs := []string{"shm", "pts"}
+	if mqueue {
+		dirs = append(dirs, "mqueue")
+	}
+	for _, d := range dirs {
 		if err := unix.Mkdirat(dev, d, 0o755); err != nil {
 			return stepErr(StepDev, "/dev/"+d, "mkdir", err)
+		}
+	}
+	if mqueue {
+		// An mqueue filesystem is of the mounter's ipc namespace
+		// (ipc/mqueue.c mqueue_init_fs_context), the sandbox's own.
+		mq, err := newFS("mqueue", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+		if err != nil {
+			return stepErr(StepDev, "/dev/mqueue", "", err)
+		}
+		if err := mountAt(dev, "mqueue", strictTarget, mq); err != nil {
+			return err
 		}
 	}
 	shm, err := newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, "mode=1777", "size="+strconv.FormatInt(shmSize, 10))

@@ -1,6 +1,7 @@
 package nsexec
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +32,8 @@ type planned struct {
 	resolve uint64
 	create  bool       // host mode: create the target in our tmpfs root if missing
 	tmpfs   *mountSpec // a tmpfs to create in place of tree
+	// unbindable: MS_UNBINDABLE on the tree before it is attached.
+	unbindable bool
 }
 
 // buildRoot assembles the new root, pivots into it and makes it read-only.
@@ -50,7 +53,11 @@ func (c *child) buildRoot() error {
 		err   error
 	)
 	if cfg.Rootfs != "" {
-		if root, err = cloneSource(cfg.Rootfs, c.srcs.Rootfs, attrRO, true); err != nil {
+		attr := uint64(attrRO)
+		if cfg.RootfsWritable {
+			attr = attrRW
+		}
+		if root, err = cloneSource(cfg.Rootfs, c.srcs.Rootfs, attr, true); err != nil {
 			return stepErr(StepRootfs, cfg.Rootfs, "", err)
 		}
 	} else if binds, links, err = hostSources(); err != nil {
@@ -104,6 +111,18 @@ func (c *child) buildRoot() error {
 			if b.tree, err = newFS("tmpfs", int(b.tmpfs.attr), b.tmpfs.fsopts...); err != nil {
 				return stepErr(StepMount, b.target, "create the tmpfs", err)
 			}
+			if b.tmpfs.copyUp {
+				if err := copyUp(root, b.target, b.resolve, b.tree); err != nil {
+					unix.Close(b.tree)
+					return err
+				}
+			}
+		}
+		if b.unbindable {
+			if err := unix.MountSetattr(b.tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Propagation: unix.MS_UNBINDABLE}); err != nil {
+				unix.Close(b.tree)
+				return stepErr(StepMount, b.target, "unbindable", err)
+			}
 		}
 		if b.create || strings.HasPrefix(b.target, "/tmp/") {
 			if err := ensureTarget(root, b.target, b.tree); err != nil {
@@ -115,10 +134,18 @@ func (c *child) buildRoot() error {
 			return err
 		}
 	}
-	if err := mountProc(root); err != nil {
+	if err := mountProc(root, c.procFD, cfg.Sysctl); err != nil {
 		return err
 	}
-	if err := mountDev(root, cfg.TmpSize); err != nil {
+	if err := mountDev(root, cfg.TmpSize, cfg.Mqueue); err != nil {
+		return err
+	}
+	if cfg.Sysfs {
+		if err := mountSysfs(root); err != nil {
+			return err
+		}
+	}
+	if err := applyMasks(root, cfg.MaskedPaths, cfg.ReadonlyPaths); err != nil {
 		return err
 	}
 	c.mark(markMounts)
@@ -184,11 +211,11 @@ func extraSources(mounts []specs.Mount, ids []fileID, tmpSize int64, hostMode bo
 	var out []planned
 	for i := range mounts {
 		m := &mounts[i]
-		spec, err := parseMount(i, m, tmpSize)
+		spec, err := parseMount(fmt.Sprintf("mounts[%d]", i), m, tmpSize)
 		if err != nil {
 			return nil, stepErr(StepConfig, m.Destination, err.Error(), unix.EINVAL)
 		}
-		p := planned{target: m.Destination, tree: -1, resolve: beneathTarget, create: hostMode}
+		p := planned{target: m.Destination, tree: -1, resolve: inRootTarget, create: hostMode, unbindable: spec.unbindable}
 		if spec.tmpfs {
 			p.tmpfs = &spec
 		} else if p.tree, err = cloneSource(m.Source, &ids[i], spec.attr, spec.recursive); err != nil {
