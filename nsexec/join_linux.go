@@ -247,19 +247,20 @@ var (
 )
 
 // hostNamespaces are the caller's own namespaces and pid 1's (where
-// ptrace's rules let the caller read them), by /proc/PID/ns name. They are
-// read once, at the first join, before any thread of this process joined
-// anything: own() may lock the main thread, whose namespaces are
-// /proc/self's.
+// ptrace's rules let the caller read them), by /proc/PID/ns name, read
+// once. The caller's are its calling thread's (/proc/thread-self): a thread
+// that joined another namespace is locked to the goroutine that joined it
+// (own, InNamespace) and runs nothing else, while /proc/self is the main
+// thread's, which such a goroutine may have locked and moved.
 func hostNamespaces() map[string][]fileID {
 	hostNSOnce.Do(func() {
 		hostNS = map[string][]fileID{}
 		var st unix.Stat_t
-		if unix.Stat("/proc/self/ns/user", &st) == nil {
+		if unix.Stat("/proc/thread-self/ns/user", &st) == nil {
 			selfUserNS = idOf(&st)
 		}
 		for _, name := range []string{"net", "ipc", "uts", "pid", "cgroup"} {
-			for _, pid := range []string{"self", "1"} {
+			for _, pid := range []string{"thread-self", "1"} {
 				var st unix.Stat_t
 				if unix.Stat("/proc/"+pid+"/ns/"+name, &st) == nil {
 					hostNS[name] = append(hostNS[name], idOf(&st))

@@ -5,9 +5,11 @@ package nsexec
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +18,14 @@ import (
 	"github.com/moat-sandbox/moat/conformance/testenv"
 	"golang.org/x/sys/unix"
 )
+
+func init() {
+	helpers["mainthreadmoved"] = helperMainThreadMoved
+}
+
+// mainNetVar names the network namespace the helper moves its main thread
+// into.
+const mainNetVar = "MOAT_NSEXEC_TEST_MAINNET"
 
 // pod starts a sandbox that stands for a pod's sandbox (the pause
 // container) whose namespaces other sandboxes join, running script, and
@@ -284,4 +294,80 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestJoinAfterTheMainThreadMoved: the host's namespaces a join is checked
+// against are the caller's, not those of a main thread that some goroutine
+// locked and moved (own and InNamespace may land on it; podman's
+// ping_group_range sysctl once had the engine's network namespace taken
+// for the host's that way). The helper moves its main thread into an
+// engine-style namespace and starts a sandbox in that same namespace from
+// another goroutine.
+func TestJoinAfterTheMainThreadMoved(t *testing.T) {
+	testenv.RequireRoot(t)
+	cmd := exec.Command("unshare", "--net", "sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	own := nsIno(t, "self", "net")
+	other := strconv.Itoa(cmd.Process.Pid)
+	waitFor(t, func() bool { l, _ := os.Readlink("/proc/" + other + "/ns/net"); return l != "" && l != own })
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := exec.Command(self)
+	h.Env = append(os.Environ(), helperVar+"=mainthreadmoved", mainNetVar+"=/proc/"+other+"/ns/net")
+	out, err := h.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "joined "+nsIno(t, other, "net") {
+		t.Fatalf("helper: %q, want the sandbox in the joined namespace", got)
+	}
+}
+
+// helperMainThreadMoved moves the main thread into the network namespace
+// named by mainNetVar, then joins it from a sandbox started on another
+// thread, and prints the sandbox's network namespace.
+func helperMainThreadMoved() error {
+	runtime.LockOSThread() // the main goroutine, on the main thread since the start
+	f, err := os.Open(os.Getenv(mainNetVar))
+	if err != nil {
+		return err
+	}
+	if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+		return err
+	}
+	self, _ := os.Readlink("/proc/self/ns/net")
+	joined, _ := os.Readlink(f.Name())
+	if self != joined {
+		return fmt.Errorf("the helper's goroutine was not on the main thread: /proc/self/ns/net is %s", self)
+	}
+	done := make(chan error, 1)
+	var got string
+	go func() {
+		r, w, err := os.Pipe()
+		if err != nil {
+			done <- err
+			return
+		}
+		p, err := Start(context.Background(), &Config{Args: []string{"/bin/readlink", "/proc/self/ns/net"}}, Stdio{Stdout: w}, WithNetNS(f))
+		w.Close()
+		if err != nil {
+			done <- err
+			return
+		}
+		b := make([]byte, 128)
+		n, _ := r.Read(b)
+		got = strings.TrimSpace(string(b[:n]))
+		_, err = p.Wait()
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		return err
+	}
+	fmt.Println("joined", got)
+	return nil
 }

@@ -106,6 +106,9 @@ func (c *child) buildRoot() error {
 	if err := mountAt(root, "/tmp", strictTarget, tmp); err != nil {
 		return err
 	}
+	// The sandbox's own tmpfs mounts, where a missing target below one is
+	// made (the image cannot have it: the tmpfs hides the image's).
+	own := []string{"/tmp"}
 	for _, b := range binds {
 		if b.tmpfs != nil {
 			if b.tree, err = newFS("tmpfs", int(b.tmpfs.attr), b.tmpfs.fsopts...); err != nil {
@@ -124,7 +127,7 @@ func (c *child) buildRoot() error {
 				return stepErr(StepMount, b.target, "unbindable", err)
 			}
 		}
-		if b.create || strings.HasPrefix(b.target, "/tmp/") {
+		if b.create || below(b.target, own) {
 			if err := ensureTarget(root, b.target, b.tree); err != nil {
 				unix.Close(b.tree)
 				return err
@@ -132,6 +135,9 @@ func (c *child) buildRoot() error {
 		}
 		if err := mountAt(root, b.target, b.resolve, b.tree); err != nil {
 			return err
+		}
+		if b.tmpfs != nil {
+			own = append(own, b.target)
 		}
 	}
 	if err := mountProc(root, c.procFD, cfg.Sysctl); err != nil {
@@ -319,4 +325,14 @@ func readlink(path string) (string, error) {
 		return "", err
 	}
 	return string(b[:n]), nil
+}
+
+// below says whether path lies below one of dirs.
+func below(path string, dirs []string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(path, d+"/") {
+			return true
+		}
+	}
+	return false
 }
