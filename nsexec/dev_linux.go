@@ -64,6 +64,23 @@ func mountDev(root int, shmSize int64, mqueue bool) error {
 			return stepErr(StepDev, "/dev/"+d, "mkdir", err)
 		}
 	}
+	// In the order of an OCI config's default mounts (pts, shm, mqueue),
+	// which mountinfo shows and the runtime-tools suite checks.
+	// A private devpts instance gives the tool pseudo-terminals without the
+	// host's; without the gid= option it needs no group mapped. Optional:
+	// a kernel or LSM that refuses it leaves /dev/ptmx dangling.
+	if pts, err := newFS("devpts", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, "ptmxmode=0666", "mode=0620"); err == nil {
+		if err := mountAt(dev, "pts", strictTarget, pts); err != nil {
+			return err
+		}
+	}
+	shm, err := newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, "source=shm", "mode=1777", "size="+strconv.FormatInt(shmSize, 10))
+	if err != nil {
+		return stepErr(StepDev, "/dev/shm", "", err)
+	}
+	if err := mountAt(dev, "shm", strictTarget, shm); err != nil {
+		return err
+	}
 	if mqueue {
 		// An mqueue filesystem is of the mounter's ipc namespace
 		// (ipc/mqueue.c mqueue_init_fs_context), the sandbox's own.
@@ -72,21 +89,6 @@ func mountDev(root int, shmSize int64, mqueue bool) error {
 			return stepErr(StepDev, "/dev/mqueue", "", err)
 		}
 		if err := mountAt(dev, "mqueue", strictTarget, mq); err != nil {
-			return err
-		}
-	}
-	shm, err := newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, "mode=1777", "size="+strconv.FormatInt(shmSize, 10))
-	if err != nil {
-		return stepErr(StepDev, "/dev/shm", "", err)
-	}
-	if err := mountAt(dev, "shm", strictTarget, shm); err != nil {
-		return err
-	}
-	// A private devpts instance gives the tool pseudo-terminals without the
-	// host's; without the gid= option it needs no group mapped. Optional:
-	// a kernel or LSM that refuses it leaves /dev/ptmx dangling.
-	if pts, err := newFS("devpts", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, "ptmxmode=0666", "mode=0620"); err == nil {
-		if err := mountAt(dev, "pts", strictTarget, pts); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package nsexec
 
 import (
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -90,15 +91,18 @@ func setAttr(fd int, attr uint64, recursive bool) error {
 
 // newFS creates a detached mount of a fresh fstype filesystem with the given
 // "key=value" (or bare flag) options. Its source, as mountinfo shows it, is
-// the type's name (proc, tmpfs, devpts...), as mount(8) and runc give it.
+// the type's name (proc, tmpfs, devpts...), as mount(8) and runc give it,
+// unless the options name another ("source=shm").
 func newFS(fstype string, attr int, opts ...string) (int, error) {
 	fsfd, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return -1, err
 	}
 	defer unix.Close(fsfd)
-	if err := unix.FsconfigSetString(fsfd, "source", fstype); err != nil {
-		return -1, err
+	if !slices.ContainsFunc(opts, func(o string) bool { return strings.HasPrefix(o, "source=") }) {
+		if err := unix.FsconfigSetString(fsfd, "source", fstype); err != nil {
+			return -1, err
+		}
 	}
 	for _, o := range opts {
 		k, v, ok := strings.Cut(o, "=")

@@ -55,6 +55,11 @@ var acceptedAsIs = map[string]bool{
 	"lazytime": true, "nolazytime": true, "async": true, "silent": true, "loud": true,
 }
 
+// bindIgnored are filesystem options a bind takes and ignores, as the
+// kernel does (runc passes them as the data of a MS_BIND mount(2), which
+// has none): an engine gives its tmpfs defaults to every mount.
+var bindIgnored = map[string]bool{"size": true, "mode": true, "nr_inodes": true, "uid": true, "gid": true}
+
 // recursiveForms are runc's recursive option names (mount_setattr with
 // AT_RECURSIVE): the same as the plain ones here, where a bind's options
 // apply to every mount of its tree.
@@ -93,6 +98,8 @@ var atimeAttrs = map[string]uint64{
 //     and "tmpcopyup" (it starts with a copy of its target directory).
 //   - a bind with uidMappings and gidMappings (both): an id-mapped mount
 //     of its source (idmount_linux.go), "idmap" and "ridmap" allowed.
+//   - a bind also takes and ignores size=, mode=, nr_inodes=, uid= and gid=
+//     (bindIgnored).
 //   - both: "noexec" adds MOUNT_ATTR_NOEXEC, "nosymfollow" (Linux 5.14)
 //     MOUNT_ATTR_NOSYMFOLLOW, "unbindable" MS_UNBINDABLE; acceptedAsIs
 //     lists the rest.
@@ -176,6 +183,9 @@ func parseMount(at string, m *specs.Mount, tmpSize int64) (mountSpec, error) {
 			}
 		case o == "tmpcopyup" && s.tmpfs:
 			s.copyUp = true
+		case hasVal && !s.tmpfs && bindIgnored[key]:
+			// A bind has no filesystem of its own: mount(2) ignores the
+			// data of MS_BIND, and so runc's binds take these as no-ops.
 		case hasVal && s.tmpfs && (key == "size" || key == "nr_inodes"):
 			n, err := strconv.ParseUint(val, 10, 63)
 			if err != nil || n == 0 {
