@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moat-sandbox/moat/nsexec"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/opencontainers/runtime-spec/specs-go/features"
 )
 
@@ -68,5 +70,14 @@ func TestFeatures(t *testing.T) {
 	}
 	if f.Linux == nil || len(f.Hooks) != 0 || *f.Linux.Cgroup.Systemd || *f.Linux.Apparmor.Enabled || !*f.Linux.Seccomp.Enabled || len(f.Linux.Namespaces) != 7 {
 		t.Fatalf("features: %s", out)
+	}
+	// Every mount option it names is one nsexec builds, on a bind or a
+	// tmpfs.
+	for _, o := range f.MountOptions {
+		bind := nsexec.CheckMount(&specs.Mount{Type: "bind", Source: "/x", Destination: "/y", Options: []string{o}}, 0)
+		tmpfs := nsexec.CheckMount(&specs.Mount{Type: "tmpfs", Destination: "/y", Options: []string{o}}, 0)
+		if bind != nil && tmpfs != nil {
+			t.Errorf("features names mount option %q, which nsexec refuses: %v", o, bind)
+		}
 	}
 }
