@@ -124,7 +124,9 @@ func writeSysctl(dir int, rel, value string) error {
 // (InNamespace), through the caller's /proc/sys: a net sysctl is the
 // writing thread's namespace's. Each key must be a net.* sysctl; the
 // caller needs CAP_NET_ADMIN over the namespace (root, or the rootless
-// engine's root for a namespace of that engine).
+// engine's root for a namespace of that engine). The host's network
+// namespace (the caller's own, pid 1's) is refused as WithJoin refuses it,
+// with nothing written.
 func WriteNetSysctls(netns *os.File, m map[string]string) error {
 	if len(m) == 0 {
 		return nil
@@ -137,12 +139,10 @@ func WriteNetSysctls(netns *os.File, m map[string]string) error {
 			return &ConfigError{Field: "sysctl." + k, Value: m[k], Reason: "only net.* sysctls belong to a network namespace"}
 		}
 	}
-	typ, err := unix.IoctlRetInt(int(netns.Fd()), nsGetNSType)
-	if err == nil && typ != unix.CLONE_NEWNET {
-		err = unix.EINVAL
-	}
-	if err != nil {
-		return fmt.Errorf("set sysctls in %s: not a network namespace: %w", netns.Name(), err)
+	// The host's is refused before anything is written: this runs before
+	// the spawn that would refuse it too (WithJoin's check, the same).
+	if _, err := checkJoin(nsJoin{f: netns, want: unix.CLONE_NEWNET}); err != nil {
+		return err
 	}
 	return InNamespace(netns, func() error {
 		dir, err := unix.Open("/proc/sys", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

@@ -382,4 +382,14 @@ func TestJoinedNetSysctls(t *testing.T) {
 	if after, _ := os.ReadFile("/proc/sys/net/ipv4/ip_unprivileged_port_start"); string(after) != string(hostBefore) {
 		t.Fatalf("the host's sysctl changed: %q, was %q", after, hostBefore)
 	}
+	// Hostile: a config naming the host's network namespace with a net
+	// sysctl must not have the runtime write the host's sysctl on its way
+	// to refusing the join.
+	spec.Linux.Namespaces[1].Path = fmt.Sprintf("/proc/%d/ns/net", os.Getpid())
+	if _, errs, code := rt(t, t.TempDir(), "run", "--bundle", writeBundle(t, spec), "ns2"); code == 0 || !strings.Contains(errs, "is the host's net namespace") {
+		t.Fatalf("the host's network namespace with a sysctl: exit %d: %s", code, errs)
+	}
+	if after, _ := os.ReadFile("/proc/sys/net/ipv4/ip_unprivileged_port_start"); string(after) != string(hostBefore) {
+		t.Fatalf("the host's sysctl was written: %q, was %q", after, hostBefore)
+	}
 }
