@@ -21,8 +21,16 @@ var devLinks = [][2]string{
 }
 
 // mountDev builds a minimal /dev on a small tmpfs, with the sandbox's own
-// ipc namespace's message queues at /dev/mqueue when mqueue is set.
-func mountDev(root int, shmSize int64, mqueue bool) error {
+// ipc namespace's message queues at /dev/mqueue when mqueue is set. shm,
+// when not -1, is the cloned tree of a Config bind at /dev/shm (a pod's
+// shared /dev/shm, which the CRI binds into each of its containers),
+// attached there instead of a tmpfs of the sandbox's own.
+func mountDev(root int, shmSize int64, mqueue bool, shm int) (err error) {
+	defer func() {
+		if err != nil && shm >= 0 {
+			unix.Close(shm) // not attached (mountAt closes what it was given)
+		}
+	}()
 	dev, err := newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, "mode=0755", "size=64k", "nr_inodes=64")
 	if err != nil {
 		return stepErr(StepDev, "/dev", "", err)
@@ -74,11 +82,14 @@ func mountDev(root int, shmSize int64, mqueue bool) error {
 			return err
 		}
 	}
-	shm, err := newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, "source=shm", "mode=1777", "size="+strconv.FormatInt(shmSize, 10))
-	if err != nil {
-		return stepErr(StepDev, "/dev/shm", "", err)
+	if shm < 0 {
+		if shm, err = newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, "source=shm", "mode=1777", "size="+strconv.FormatInt(shmSize, 10)); err != nil {
+			return stepErr(StepDev, "/dev/shm", "", err)
+		}
 	}
-	if err := mountAt(dev, "shm", strictTarget, shm); err != nil {
+	given := shm
+	shm = -1 // mountAt closes it either way
+	if err := mountAt(dev, "shm", strictTarget, given); err != nil {
 		return err
 	}
 	if mqueue {

@@ -240,3 +240,28 @@ func TestMountOptions(t *testing.T) {
 		}
 	})
 }
+
+// TestDevShmBind: a Config bind at /dev/shm (a pod's, which the CRI binds
+// into each of its containers) replaces the sandbox's own tmpfs there, so
+// two sandboxes given it share POSIX shared memory; /dev itself stays
+// read-only.
+func TestDevShmBind(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		shm := t.TempDir()
+		os.Chmod(shm, 0o1777)
+		bind := []specs.Mount{{Type: "bind", Source: shm, Destination: "/dev/shm", Options: []string{"rw", "noexec"}}}
+		cfg := shell(t, "echo from-one > /dev/shm/seg; touch /dev/x 2>/dev/null && echo dev-written; true")
+		cfg.Mounts = bind
+		if r := mustRun(t, cfg); strings.Contains(r.stdout, "dev-written") {
+			t.Fatalf("/dev was written: %q", r.stdout)
+		}
+		cfg = shell(t, "cat /dev/shm/seg")
+		cfg.Mounts = bind
+		if r := mustRun(t, cfg); r.stdout != "from-one\n" {
+			t.Fatalf("the second sandbox reads %q from /dev/shm, want the first's", r.stdout)
+		}
+		if b, err := os.ReadFile(filepath.Join(shm, "seg")); err != nil || string(b) != "from-one\n" {
+			t.Fatalf("on the host: %q, %v", b, err)
+		}
+	})
+}

@@ -25,6 +25,9 @@ var hostEtc = []string{"ld.so.cache", "ssl", "alternatives"}
 // we create (the bwrap CVE-2019-12439 lesson).
 const staging = "/tmp"
 
+// devShm is where a Config bind replaces the sandbox's own /dev/shm tmpfs.
+const devShm = "/dev/shm"
+
 // planned is a cloned source waiting for its target.
 type planned struct {
 	target  string
@@ -109,7 +112,20 @@ func (c *child) buildRoot() error {
 	// The sandbox's own tmpfs mounts, where a missing target below one is
 	// made (the image cannot have it: the tmpfs hides the image's).
 	own := []string{"/tmp"}
+	shm := -1 // a bind at /dev/shm, attached in mountDev
+	defer func() {
+		if shm >= 0 {
+			unix.Close(shm)
+		}
+	}()
 	for _, b := range binds {
+		if b.target == devShm && b.tmpfs == nil {
+			if shm >= 0 {
+				unix.Close(shm)
+			}
+			shm = b.tree
+			continue
+		}
 		if b.tmpfs != nil {
 			if b.tree, err = newFS("tmpfs", int(b.tmpfs.attr), b.tmpfs.fsopts...); err != nil {
 				return stepErr(StepMount, b.target, "create the tmpfs", err)
@@ -143,7 +159,9 @@ func (c *child) buildRoot() error {
 	if err := mountProc(root, c.procFD, cfg.Sysctl); err != nil {
 		return err
 	}
-	if err := mountDev(root, cfg.TmpSize, cfg.Mqueue); err != nil {
+	err = mountDev(root, cfg.TmpSize, cfg.Mqueue, shm)
+	shm = -1 // attached and closed, or closed on the way
+	if err != nil {
 		return err
 	}
 	if cfg.Sysfs {

@@ -46,6 +46,14 @@ func (t *translator) mounts() {
 			t.refuse(field+".uidMappings", "", "only a bind can be id-mapped")
 			continue
 		}
+		if dst == "/dev/shm" && (m.Type == "bind" || m.Type == "") {
+			// The pod's /dev/shm, which the CRI binds into each of its
+			// containers (POSIX shared memory is files there): nsexec
+			// attaches it in place of the sandbox's own tmpfs, in its
+			// own /dev, so the root needs no target for it.
+			t.bind(field, m, dst, nil)
+			continue
+		}
 		if typ, ok := provided[dst]; ok && (typ == "" || typ == m.Type || (dst == "/sys/fs/cgroup" && m.Type == "cgroup2")) {
 			if dst == "/tmp" {
 				t.tmpSize(field, m.Options)
@@ -215,6 +223,9 @@ func parseSize(v string) (int64, error) {
 // an empty file, unless it lies below /tmp or one of the config's tmpfs
 // mounts (nsexec makes it there, in the sandbox's own memory).
 func (t *translator) target(dst string, dir bool, tmpfs []string) {
+	if dst == "/dev/shm" {
+		return // in moat's own /dev
+	}
 	for _, d := range append(tmpfs, "/tmp") {
 		if strings.HasPrefix(dst, d+"/") {
 			return
