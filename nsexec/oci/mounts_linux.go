@@ -46,11 +46,13 @@ func (t *translator) mounts() {
 			t.refuse(field+".uidMappings", "", "only a bind can be id-mapped")
 			continue
 		}
-		if dst == "/dev/shm" && (m.Type == "bind" || m.Type == "") {
-			// The pod's /dev/shm, which the CRI binds into each of its
-			// containers (POSIX shared memory is files there): nsexec
-			// attaches it in place of the sandbox's own tmpfs, in its
-			// own /dev, so the root needs no target for it.
+		if dst == "/dev/shm" && (m.Type == "bind" || m.Type == "") && t.joins(specs.IPCNamespace) {
+			// A pod's /dev/shm, which the CRI binds into each of its
+			// containers: POSIX shared memory is files there, shared as
+			// the pod's ipc namespace is. nsexec attaches it in place of
+			// the sandbox's own tmpfs, in its own /dev, so the root needs
+			// no target for it. A container of its own ipc namespace keeps
+			// a /dev/shm of its own, as before.
 			t.bind(field, m, dst, nil)
 			continue
 		}

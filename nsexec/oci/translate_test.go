@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,13 +55,13 @@ func TestTranslatePodmanConfig(t *testing.T) {
 	if c.Rootfs != "/b/rootfs" || c.Hostname != "c1" || c.UID != 0 || c.GID != 0 || !c.ExactIDs || c.Cwd != "" {
 		t.Fatalf("config: %+v", c)
 	}
-	if len(c.Mounts) != 3 || c.Mounts[0].Destination != "/etc/hosts" || c.Mounts[1].Destination != "/dev/shm" || c.Mounts[2].Destination != "/scratch" {
-		t.Fatalf("mounts: want the hosts bind, the engine's /dev/shm and the tmpfs only (moat provides the rest), got %+v", c.Mounts)
+	if len(c.Mounts) != 2 || c.Mounts[0].Destination != "/etc/hosts" || c.Mounts[1].Destination != "/scratch" {
+		t.Fatalf("mounts: want the hosts bind and the tmpfs only (moat provides the rest), got %+v", c.Mounts)
 	}
 	if got := strings.Join(c.Mounts[0].Options, ","); got != "bind,rprivate,rw" {
 		t.Fatalf("a bind without ro is read-write as in OCI: options %q", got)
 	}
-	if got := strings.Join(c.Mounts[2].Options, ","); got != "size=1048576,relatime" {
+	if got := strings.Join(c.Mounts[1].Options, ","); got != "size=1048576,relatime" {
 		t.Fatalf("tmpfs options: %q, want the size in bytes", got)
 	}
 	if !c.Sysfs || !c.Mqueue || !c.RootfsWritable {
@@ -199,6 +200,10 @@ func TestTranslateJoins(t *testing.T) {
 	}
 	if p.Config.Sysfs || p.Config.Mqueue {
 		t.Fatal("a sysfs or an mqueue in joined namespaces")
+	}
+	// The engine's /dev/shm goes with the pod's ipc namespace.
+	if !slices.ContainsFunc(p.Config.Mounts, func(m specs.Mount) bool { return m.Destination == "/dev/shm" && m.Source == "/var/x/shm" }) {
+		t.Fatalf("the pod's /dev/shm is not bound: %+v", p.Config.Mounts)
 	}
 	if notes := strings.Join(p.Notes, "\n"); !strings.Contains(notes, "/sys") || !strings.Contains(notes, "/dev/mqueue") {
 		t.Fatalf("notes do not say what /sys and /dev/mqueue are: %s", notes)
