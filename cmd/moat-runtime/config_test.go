@@ -217,10 +217,25 @@ func testOOMScoreAdj(t *testing.T) {
 		t.Fatalf("oomScoreAdj 500: the container's is %q", got)
 	}
 	own, _ := os.ReadFile("/proc/self/oom_score_adj")
+	// containerd's shim raises its own score by one and asks its own for
+	// a pod sandbox (restrict_oom_score_adj): below the runtime's current
+	// score, but not below the least it may set, so no capability is
+	// needed for it.
+	ownN, _ := strconv.Atoi(strings.TrimSpace(string(own)))
+	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(ownN+1)), 0); err != nil {
+		t.Fatal(err)
+	}
+	spec.Process.OOMScoreAdj = &ownN
+	out, _ = os.CreateTemp(t.TempDir(), "out")
+	_, errs, code := rtIO(t, t.TempDir(), out, "run", "--bundle", writeBundle(t, spec), "oom3")
+	os.WriteFile("/proc/self/oom_score_adj", own, 0)
+	if got, _ := os.ReadFile(out.Name()); code != 0 || strings.TrimSpace(string(got)) != strconv.Itoa(ownN) {
+		t.Fatalf("oomScoreAdj %d from a runtime at %d: exit %d, %q: %s", ownN, ownN+1, code, got, errs)
+	}
 	low := -998
 	spec.Process.OOMScoreAdj = &low
 	out, _ = os.CreateTemp(t.TempDir(), "out")
-	_, errs, code := rtIO(t, t.TempDir(), out, "run", "--bundle", writeBundle(t, spec), "oom2")
+	_, errs, code = rtIO(t, t.TempDir(), out, "run", "--bundle", writeBundle(t, spec), "oom2")
 	if capSysResource() {
 		if got, _ := os.ReadFile(out.Name()); code != 0 || strings.TrimSpace(string(got)) != "-998" {
 			t.Fatalf("oomScoreAdj -998 with CAP_SYS_RESOURCE: exit %d, %q: %s", code, got, errs)

@@ -13,26 +13,18 @@ import (
 // SetOOMScoreAdj sets process.oomScoreAdj on the sandbox's init at pid,
 // before its process starts, which inherits it, as every process the
 // container starts does. The runtime writes /proc/PID/oom_score_adj: the
-// kernel lets anyone raise a score, but lowering it below the value the
-// process had needs CAP_SYS_RESOURCE in the initial user namespace
-// (fs/proc/base.c __set_oom_adj), which only the host side can hold; the
-// sandbox never does. A value below the runtime's own is refused first,
-// naming why, when the runtime lacks that capability (rootless, inside a
-// rootless engine's user namespace, or root without it, as in a container
-// or with containerd's restrict_oom_score_adj off). pid must be the
-// caller's own unreaped child, so that it cannot have been reused.
+// kernel lets anyone raise a score, but lowering it below the least value
+// the process may set (oom_score_adj_min: what it inherited, or what a
+// privileged writer last set) needs CAP_SYS_RESOURCE in the initial user
+// namespace (fs/proc/base.c __set_oom_adj), which only the host side can
+// hold; the sandbox never does. Such a value is refused, naming why, when
+// the runtime lacks the capability (rootless, inside a rootless engine's
+// user namespace, or root without it, as in a container: containerd's
+// restrict_oom_score_adj keeps its requests at or above its own). pid must
+// be the caller's own unreaped child, so that it cannot have been reused.
 func SetOOMScoreAdj(pid int, v *int) error {
 	if v == nil {
 		return nil
-	}
-	own, err := ownOOMScoreAdj()
-	if err != nil {
-		return fmt.Errorf("process.oomScoreAdj: %w", err)
-	}
-	if *v < own && !canLowerOOMScore() {
-		return &UnsupportedError{Field: "process.oomScoreAdj", Value: strconv.Itoa(*v),
-			Reason: fmt.Sprintf("is below the runtime's own %d, and lowering a score needs CAP_SYS_RESOURCE in the initial user namespace, which this runtime lacks (rootless, or root without it); "+
-				"ask %d or more (containerd: restrict_oom_score_adj = true; podman: --oom-score-adj)", own, own)}
 	}
 	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", os.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err == nil {
@@ -40,6 +32,12 @@ func SetOOMScoreAdj(pid int, v *int) error {
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
+	}
+	if errors.Is(err, unix.EACCES) && !canLowerOOMScore() {
+		own, _ := ownOOMScoreAdj()
+		return &UnsupportedError{Field: "process.oomScoreAdj", Value: strconv.Itoa(*v),
+			Reason: fmt.Sprintf("is below the least score this runtime's processes may take (its own is %d), and lowering a score needs CAP_SYS_RESOURCE in the initial user namespace, which this runtime lacks (rootless, or root without it); "+
+				"ask a higher one (containerd: restrict_oom_score_adj = true; podman: --oom-score-adj)", own)}
 	}
 	if err != nil {
 		return fmt.Errorf("process.oomScoreAdj %d: set it on the container's init (pid %d): %w", *v, pid, err)
