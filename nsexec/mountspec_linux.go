@@ -207,7 +207,7 @@ func parseMount(at string, m *specs.Mount, tmpSize int64) (mountSpec, error) {
 		case base == "shared" || base == "slave":
 			return bad(field, o, "moat's mounts are private copies, never peers or slaves of the host's (a host mount propagated in would come without moat's nosuid and nodev, a shared one would let the sandbox mount on the host); use private or rprivate")
 		default:
-			return bad(field, o, "is not supported here; a bind takes ro, rw, bind, rbind, noexec, nosymfollow, unbindable, private and their r-forms, nosuid, nodev, and the atime options (kept as the source has them); a tmpfs takes those but bind and rbind, and size=, nr_inodes=, mode=, uid=, gid=, tmpcopyup")
+			return bad(field, o, "is not supported here; a bind takes ro, rw, bind, rbind, noexec, nosymfollow, unbindable, private and their r-forms, nosuid, nodev, the atime options (kept as the source has them), and idmap or ridmap with uidMappings and gidMappings; a tmpfs takes those but bind, rbind and idmap, and size=, nr_inodes=, mode=, uid=, gid=, tmpcopyup")
 		}
 	}
 	switch {
