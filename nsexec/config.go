@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 8 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts
+const ConfigVersion = 9 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces
 
 // Network modes.
 const (
@@ -30,16 +30,39 @@ const (
 type Config struct {
 	// Version must be ConfigVersion (or zero, which Start fills in).
 	Version int `json:"version"`
-	// Rootfs is a host directory used as the read-only root. Empty means host
-	// mode: a tmpfs root with read-only binds of the host system directories
-	// and a minimal /etc. In a rootfs, /proc, /dev, /tmp, /work and every
-	// extra mount target must already exist; the rootfs is never modified.
+	// Rootfs is a host directory used as the root, read-only unless
+	// RootfsWritable. Empty means host mode: a tmpfs root with read-only
+	// binds of the host system directories and a minimal /etc. In a
+	// rootfs, /proc, /dev, /tmp, /work and every extra mount target must
+	// already exist; the rootfs is never modified.
 	Rootfs string `json:"rootfs,omitempty"`
-	// Mounts are extra binds: Source on the host, Destination inside,
-	// Options "ro" (the default) or "rw". A bind with UIDMappings and
+	// RootfsWritable binds Rootfs read-write (still nosuid and nodev)
+	// instead of read-only: an OCI config's root.readonly false. The
+	// rootfs is still never modified by moat itself.
+	RootfsWritable bool `json:"rootfsWritable,omitempty"`
+	// Mounts are extra binds and tmpfs mounts (parseMount lists the
+	// options): Source on the host, Destination inside; a bind is
+	// read-only unless it says "rw". A bind with UIDMappings and
 	// GIDMappings is an id-mapped mount of its source (idmount_linux.go):
 	// the source's files owned by ContainerID show as owned by HostID.
 	Mounts []specs.Mount `json:"mounts,omitempty"`
+	// Sysfs mounts a read-only sysfs at /sys, which must exist in the
+	// root: the kernel gives a sandbox one of its own network namespace
+	// only (not with a joined one, WithJoin).
+	Sysfs bool `json:"sysfs,omitempty"`
+	// Mqueue mounts the POSIX message queues of the sandbox's own ipc
+	// namespace at /dev/mqueue (not with a joined one).
+	Mqueue bool `json:"mqueue,omitempty"`
+	// Sysctl are namespaced sysctls (SysctlKind) the init writes in the
+	// sandbox's own ipc and network namespaces before the tool starts.
+	Sysctl map[string]string `json:"sysctl,omitempty"`
+	// MaskedPaths are paths inside the sandbox covered once the mount tree
+	// is built, as runc covers them: a file by a bind of /dev/null, a
+	// directory by an empty read-only tmpfs; ReadonlyPaths are bound
+	// read-only onto themselves. A path that does not exist is skipped.
+	// moat's own /proc masking (ProcMasking) applies either way.
+	MaskedPaths   []string `json:"maskedPaths,omitempty"`
+	ReadonlyPaths []string `json:"readonlyPaths,omitempty"`
 	// Network is NetworkNone (the default) or NetworkLoopback.
 	Network string `json:"network,omitempty"`
 	// Egress, with NetworkLoopback, has the init relay connections to
@@ -135,6 +158,13 @@ type wire struct {
 	// Sources are the inodes the parent opened for Rootfs, Workdir and each
 	// of Mounts (hostpath_linux.go); the child mounts nothing else.
 	Sources sourceIDs `json:"sources"`
+	// Proc says the descriptor after the tasks files and the tail's binary
+	// is a detached procfs of the joined pid namespace, to mount at /proc
+	// (WithJoin).
+	Proc bool `json:"proc,omitempty"`
+	// KeepHostname: the uts namespace is a joined one, whose hostname is
+	// its owner's (Config.Hostname names it for /etc in host mode).
+	KeepHostname bool `json:"keepHostname,omitempty"`
 }
 
 // request is the second frame of a deferred child: what the tool of this

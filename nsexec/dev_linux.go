@@ -20,8 +20,17 @@ var devLinks = [][2]string{
 	{"ptmx", "pts/ptmx"},
 }
 
-// mountDev builds a minimal /dev on a small tmpfs.
-func mountDev(root int, shmSize int64) error {
+// mountDev builds a minimal /dev on a small tmpfs, with the sandbox's own
+// ipc namespace's message queues at /dev/mqueue when mqueue is set. shm,
+// when not -1, is the cloned tree of a Config bind at /dev/shm (a pod's
+// shared /dev/shm, which the CRI binds into each of its containers),
+// attached there instead of a tmpfs of the sandbox's own.
+func mountDev(root int, shmSize int64, mqueue bool, shm int) (err error) {
+	defer func() {
+		if err != nil && shm >= 0 {
+			unix.Close(shm) // not attached (mountAt closes what it was given)
+		}
+	}()
 	dev, err := newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, "mode=0755", "size=64k", "nr_inodes=64")
 	if err != nil {
 		return stepErr(StepDev, "/dev", "", err)
@@ -54,23 +63,43 @@ func mountDev(root int, shmSize int64) error {
 			return stepErr(StepDev, "/dev/"+l[0], "symlink", err)
 		}
 	}
-	for _, d := range []string{"shm", "pts"} {
+	dirs := []string{"shm", "pts"}
+	if mqueue {
+		dirs = append(dirs, "mqueue")
+	}
+	for _, d := range dirs {
 		if err := unix.Mkdirat(dev, d, 0o755); err != nil {
 			return stepErr(StepDev, "/dev/"+d, "mkdir", err)
 		}
 	}
-	shm, err := newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, "mode=1777", "size="+strconv.FormatInt(shmSize, 10))
-	if err != nil {
-		return stepErr(StepDev, "/dev/shm", "", err)
-	}
-	if err := mountAt(dev, "shm", strictTarget, shm); err != nil {
-		return err
-	}
+	// In the order of an OCI config's default mounts (pts, shm, mqueue),
+	// which mountinfo shows and the runtime-tools suite checks.
 	// A private devpts instance gives the tool pseudo-terminals without the
 	// host's; without the gid= option it needs no group mapped. Optional:
 	// a kernel or LSM that refuses it leaves /dev/ptmx dangling.
 	if pts, err := newFS("devpts", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, "ptmxmode=0666", "mode=0620"); err == nil {
 		if err := mountAt(dev, "pts", strictTarget, pts); err != nil {
+			return err
+		}
+	}
+	if shm < 0 {
+		if shm, err = newFS("tmpfs", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, "source=shm", "mode=1777", "size="+strconv.FormatInt(shmSize, 10)); err != nil {
+			return stepErr(StepDev, "/dev/shm", "", err)
+		}
+	}
+	given := shm
+	shm = -1 // mountAt closes it either way
+	if err := mountAt(dev, "shm", strictTarget, given); err != nil {
+		return err
+	}
+	if mqueue {
+		// An mqueue filesystem is of the mounter's ipc namespace
+		// (ipc/mqueue.c mqueue_init_fs_context), the sandbox's own.
+		mq, err := newFS("mqueue", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+		if err != nil {
+			return stepErr(StepDev, "/dev/mqueue", "", err)
+		}
+		if err := mountAt(dev, "mqueue", strictTarget, mq); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,10 @@
 // started. The init stays pid 1 of the pid namespace and the tool is its
 // only child: the init forwards every catchable signal to it, reaps, and
 // ends with it, reporting the tool's own status; it dies with its launcher.
+// A pod's sandbox may instead be born in the network, IPC, UTS, pid or
+// cgroup namespace of another (WithJoin; never one of the host's); in a
+// joined pid namespace the init is not pid 1 and ends what the tool leaves
+// behind itself.
 //
 // The sandbox child is a re-exec of the running binary (or of the binary
 // named by WithInitPath). That binary must call Init first in main, and every

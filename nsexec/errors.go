@@ -65,6 +65,8 @@ const (
 	StepFDs               // child: close-on-exec for every fd above 2
 	StepSeccomp           // child: load the seccomp filter
 	StepExec              // child: execve of the tool
+	StepJoin              // parent: check and join another sandbox's namespaces
+	StepSysctl            // child: the namespaced sysctls
 )
 
 var stepNames = [...]string{
@@ -94,6 +96,8 @@ var stepNames = [...]string{
 	StepFDs:          "fds",
 	StepSeccomp:      "seccomp",
 	StepExec:         "exec",
+	StepJoin:         "join",
+	StepSysctl:       "sysctl",
 }
 
 func (s Step) String() string {

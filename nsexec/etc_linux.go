@@ -10,7 +10,11 @@ import (
 // points, the merged-/usr symlinks and the few /etc files a tool expects,
 // written directly (no per-start file copies from the host).
 func populate(root int, cfg *Config, links [][2]string) error {
-	for _, d := range []string{"etc", "proc", "dev", "tmp"} {
+	dirs := []string{"etc", "proc", "dev", "tmp"}
+	if cfg.Sysfs {
+		dirs = append(dirs, "sys")
+	}
+	for _, d := range dirs {
 		if err := unix.Mkdirat(root, d, 0o755); err != nil {
 			return stepErr(StepEtc, "/"+d, "mkdir", err)
 		}

@@ -32,6 +32,11 @@ func hintFor(step Step, errno unix.Errno) string {
 		return "the tool is not in the sandbox: check Args[0], the PATH in Env and the binds"
 	case step == StepExec && errno == unix.EACCES:
 		return "the tool is not executable by the sandbox uid, or sits on a noexec mount"
+	case step == StepSysctl && errno == unix.EACCES:
+		return "an ipc namespace's sysctl (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*) is writable only by uid 0 " +
+			"of the sandbox's user namespace (ipc/ipc_sysctl.c ipc_permissions): run the process as uid 0, or leave it unset"
+	case step == StepSysctl && errno == unix.ENOENT:
+		return "the kernel has no such sysctl in the sandbox's namespace (a host-wide one exists in the host's only)"
 	case step == StepMountTarget && errno == unix.EXDEV:
 		return "the mount target resolves outside the new root (a symlink or ..); refused"
 	case step == StepMountTarget && errno == unix.ELOOP:

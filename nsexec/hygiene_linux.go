@@ -10,8 +10,11 @@ import (
 // loopback, working directory, rlimits and umask.
 func (c *child) hygiene() error {
 	cfg := c.cfg
-	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
-		return stepErr(StepHostname, "", cfg.Hostname, err)
+	// A joined uts namespace's hostname is its owner's (WithJoin).
+	if !c.keepHostname {
+		if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+			return stepErr(StepHostname, "", cfg.Hostname, err)
+		}
 	}
 	if cfg.Network == NetworkLoopback {
 		if err := loopbackUp(); err != nil {

@@ -155,7 +155,7 @@ func prepareIDMounts(c *Config, ids *sourceIDs, m *mapping, o *options) (*idMoun
 		if mt.Type == MountTmpfs {
 			continue
 		}
-		spec, err := parseMount(i, mt, c.TmpSize)
+		spec, err := parseMount(fmt.Sprintf("mounts[%d]", i), mt, c.TmpSize)
 		if err != nil {
 			return nil, err
 		}

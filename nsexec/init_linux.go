@@ -57,7 +57,7 @@ func Init() {
 	if err != nil || fd < 3 {
 		os.Exit(exitSetup)
 	}
-	c := &child{sync: fd, egress: -1}
+	c := &child{sync: fd, egress: -1, procFD: -1}
 	c.marks[markInit] = monotonic()
 	err = c.run()
 	c.fail(err)
@@ -86,6 +86,14 @@ type child struct {
 	// self is the descriptor of the binary that has it.
 	tail bool
 	self int
+	// procFD is the procfs of a joined pid namespace the parent made, or
+	// -1 (WithJoin); keepHostname: the uts namespace is a joined one.
+	procFD       int
+	keepHostname bool
+	// reaper: the init is not pid 1 of its pid namespace (a joined one),
+	// so it is the child subreaper of what it starts and ends it itself
+	// (pid1_linux.go, endDescendants).
+	reaper bool
 }
 
 // mark records the end of a stage when tracing.
@@ -112,10 +120,32 @@ func (c *child) run() error {
 		return stepErr(StepConfig, "", err.Error(), err)
 	}
 	c.cfg, c.setGroups, c.trace, c.deferred, c.srcs = w.Config, w.SetGroups, w.Trace, w.Deferred, w.Sources
+	next := firstTasksFD + w.Tasks // the descriptors after the tasks files
 	if c.tail = w.Tail; c.tail {
-		c.self = firstTasksFD + w.Tasks
+		c.self, next = next, next+1
 	} else {
 		c.subscribe()
+	}
+	if w.Proc {
+		c.procFD = next
+	}
+	c.keepHostname = w.KeepHostname
+	if unix.Getpid() != 1 {
+		// Born in a joined pid namespace: the kernel will not end what
+		// the init leaves behind (zap_pid_ns_processes is for a
+		// namespace's init), and an orphan would go to that namespace's
+		// pid 1, another container's. As the subreaper, the init gets
+		// them (prctl(2) PR_SET_CHILD_SUBREAPER; kept across the tail's
+		// execve) and ends them at its exit.
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return stepErr(StepConfig, "", "PR_SET_CHILD_SUBREAPER", err)
+		}
+		// Spawned without the parent-death signal there (start_linux.go
+		// sysProcAttr says why): armed here.
+		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+			return stepErr(StepConfig, "", "PR_SET_PDEATHSIG", err)
+		}
+		c.reaper = true
 	}
 	if err := joinTasks(w.Tasks); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package nsexec
 
 import (
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -89,13 +90,20 @@ func setAttr(fd int, attr uint64, recursive bool) error {
 }
 
 // newFS creates a detached mount of a fresh fstype filesystem with the given
-// "key=value" (or bare flag) options.
+// "key=value" (or bare flag) options. Its source, as mountinfo shows it, is
+// the type's name (proc, tmpfs, devpts...), as mount(8) and runc give it,
+// unless the options name another ("source=shm").
 func newFS(fstype string, attr int, opts ...string) (int, error) {
 	fsfd, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return -1, err
 	}
 	defer unix.Close(fsfd)
+	if !slices.ContainsFunc(opts, func(o string) bool { return strings.HasPrefix(o, "source=") }) {
+		if err := unix.FsconfigSetString(fsfd, "source", fstype); err != nil {
+			return -1, err
+		}
+	}
 	for _, o := range opts {
 		k, v, ok := strings.Cut(o, "=")
 		if ok {
@@ -127,6 +135,12 @@ const (
 	// beneathTarget follows relative symlinks that stay beneath the root and
 	// refuses (EXDEV) any that leaves it, absolute ones included.
 	beneathTarget = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
+	// inRootTarget resolves every symlink as if the root were /, absolute
+	// ones included, so none leads out of it (a ".." stops at the root):
+	// a Config mount's target, as runc resolves one (securejoin), where an
+	// image's /var/run -> /run must reach /run of the image, never the
+	// host's.
+	inRootTarget = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
 )
 
 // openTarget resolves path (absolute inside the sandbox) beneath rootfd.

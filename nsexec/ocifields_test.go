@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
-	"golang.org/x/sys/unix"
 )
 
 func init() {
@@ -107,52 +106,4 @@ func helperNestedRoot() error {
 	}
 	fmt.Print(string(b[:n]))
 	return nil
-}
-
-// TestWithNetNS: a sandbox started in a given network namespace is in that
-// namespace (here the test's own), holds no capability over it, and a
-// descriptor of another namespace type is refused.
-func TestWithNetNS(t *testing.T) {
-	testenv.RequireRoot(t)
-	f, err := os.Open("/proc/self/ns/net")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		t.Fatal(err)
-	}
-	ifaces := func(dev string) []string {
-		var names []string
-		for _, line := range strings.Split(dev, "\n")[2:] {
-			if name, _, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-				names = append(names, name)
-			}
-		}
-		return names
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		testenv.Skipf(t, "no ip(8) to try a change to the joined namespace with: install iproute2")
-	}
-	// The namespace's identity, not its interfaces: a host (a VM) may have
-	// lo alone, and other work here adds and removes veths meanwhile.
-	// lo is the one interface every namespace has, so taking it down is
-	// the change to try.
-	r := mustRun(t, shell(t, "readlink /proc/self/ns/net; ip link set lo down 2>/dev/null && echo lo-down; true"), WithNetNS(f))
-	want := fmt.Sprintf("net:[%d]", st.Ino)
-	if got, _, _ := strings.Cut(r.stdout, "\n"); got != want || strings.Contains(r.stdout, "lo-down") {
-		t.Fatalf("inside: %q; want the joined namespace %s, and no change to it", r.stdout, want)
-	}
-	r = mustRun(t, shell(t, "cat /proc/net/dev"))
-	if got := strings.Join(ifaces(r.stdout), " "); got != "lo" {
-		t.Fatalf("without WithNetNS: interfaces %q, want lo alone", got)
-	}
-	uts, err := os.Open("/proc/self/ns/uts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer uts.Close()
-	_, err = run(t, shell(t, "true"), WithNetNS(uts))
-	setupErr(t, err, StepNetwork, unix.EINVAL)
 }

@@ -29,7 +29,7 @@ type options struct {
 	gids      []IDMap
 	idmapAll  bool // WithIDMappedMounts
 	trace     func(Trace)
-	netns     *os.File             // WithNetNS
+	joins     []nsJoin             // WithJoin, WithNetNS
 	noTail    bool                 // WithoutTail
 	chosen    func(Identity) error // WithIdentityChosen
 }
@@ -115,6 +115,12 @@ func WithIdentityChosen(chosen func(Identity) error) Option {
 // hosts that reserve another range use this.
 func WithHostIDRange(dir string, first, count uint32) Option {
 	return func(o *options) { o.ids = &idRange{dir: dir, first: first, count: count} }
+}
+
+// nsJoin is one WithJoin or WithNetNS descriptor (join_linux.go).
+type nsJoin struct {
+	f    *os.File
+	want int // the CLONE_NEW* type it must be, or 0
 }
 
 // WithHostRange gives the sandbox a range of ids instead of one:

@@ -111,7 +111,7 @@ func (c *child) subscribe() {
 // forked the tool; every thread has the tool's credentials by now
 // (dropEveryThread), so kill(2) passes the permission check from any.
 func (c *child) supervise(tool int, fwd chan os.Signal) {
-	go watchLauncher(c.sync)
+	go c.watchLauncher(tool)
 	go func() {
 		for {
 			var ws unix.WaitStatus
@@ -123,7 +123,7 @@ func (c *child) supervise(tool int, fwd chan os.Signal) {
 				os.Exit(exitSetup) // ECHILD: the tool is gone unseen, cannot happen
 			}
 			if pid == tool {
-				c.exit(ws)
+				c.exit(tool, ws)
 			}
 			// An orphan re-parented to the init: reaped, nothing more.
 		}
@@ -138,7 +138,8 @@ func (c *child) supervise(tool int, fwd chan os.Signal) {
 // exit sends the tool's wait status to the launcher, which reports it as the
 // sandbox's (a signal stays a signal), and exits with the shell's encoding
 // of it, 128+N for signal N, for a launcher that reads only the exit code.
-func (c *child) exit(ws unix.WaitStatus) {
+func (c *child) exit(tool int, ws unix.WaitStatus) {
+	c.endDescendants(tool)
 	msg := binary.BigEndian.AppendUint32([]byte{msgExit}, uint32(ws))
 	_, _ = unix.SendmsgN(c.sync, msg, nil, nil, unix.MSG_NOSIGNAL)
 	code := ws.ExitStatus()
@@ -151,14 +152,15 @@ func (c *child) exit(ws unix.WaitStatus) {
 // watchLauncher ends the sandbox when the launcher's end of the sync socket
 // closes: the launcher died (its parent-death signal may have been lost to
 // the race between clone and prctl) or gave up on the sandbox.
-func watchLauncher(fd int) {
+func (c *child) watchLauncher(tool int) {
 	var b [64]byte
 	for {
-		n, err := unix.Read(fd, b[:])
+		n, err := unix.Read(c.sync, b[:])
 		if err == unix.EINTR {
 			continue
 		}
 		if n <= 0 {
+			c.endDescendants(tool)
 			os.Exit(exitLauncherGone)
 		}
 	}

@@ -19,12 +19,17 @@ var (
 const attrProc = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC
 
 // mountProc mounts a procfs of the sandbox's pid namespace at /proc (a
-// process born in that namespace is the only one that can, peers.md 2c.7)
-// and masks it.
-func mountProc(root int) error {
-	proc, err := newFS("proc", attrProc)
-	if err != nil {
-		return stepErr(StepProc, "/proc", "", err)
+// process born in that namespace is the only one that can, peers.md 2c.7;
+// given, when not -1, is the one the parent made of a joined pid
+// namespace, WithJoin), writes the namespaced sysctls through it while
+// /proc/sys is still writable, and masks it.
+func mountProc(root, given int, sysctls map[string]string) error {
+	proc := given
+	if proc < 0 {
+		var err error
+		if proc, err = newFS("proc", attrProc); err != nil {
+			return stepErr(StepProc, "/proc", "", err)
+		}
 	}
 	defer unix.Close(proc)
 	tfd, err := openTarget(root, "/proc", strictTarget)
@@ -35,6 +40,9 @@ func mountProc(root int) error {
 	unix.Close(tfd)
 	if err != nil {
 		return stepErr(StepProc, "/proc", "", err)
+	}
+	if err := writeSysctls(proc, sysctls); err != nil {
+		return err
 	}
 	cover := func(name string, tree func() (int, error)) error {
 		t, err := openTarget(proc, name, strictTarget)

@@ -26,8 +26,8 @@ type Process struct {
 	err   error
 
 	after func() // runs once the child was reaped (or never started)
-	// joinNet is the network namespace the child is born in (WithNetNS).
-	joinNet *os.File
+	// joins are the namespaces the child is born in (WithJoin).
+	joins *joins
 	// idMounts are attached where the child is born (idmount_linux.go).
 	idMounts *idMounts
 	hostID   Identity
@@ -93,7 +93,7 @@ func (p *Process) release() {
 func (p *Process) own(path string, attr *os.ProcAttr, started chan<- error) {
 	runtime.LockOSThread()
 	var proc *os.Process
-	err := joinNetNS(p.joinNet)
+	err := p.joins.enter()
 	if err == nil {
 		var leave func() error
 		if leave, err = p.idMounts.enter(); err == nil {

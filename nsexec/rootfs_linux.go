@@ -1,6 +1,7 @@
 package nsexec
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +25,9 @@ var hostEtc = []string{"ld.so.cache", "ssl", "alternatives"}
 // we create (the bwrap CVE-2019-12439 lesson).
 const staging = "/tmp"
 
+// devShm is where a Config bind replaces the sandbox's own /dev/shm tmpfs.
+const devShm = "/dev/shm"
+
 // planned is a cloned source waiting for its target.
 type planned struct {
 	target  string
@@ -31,6 +35,8 @@ type planned struct {
 	resolve uint64
 	create  bool       // host mode: create the target in our tmpfs root if missing
 	tmpfs   *mountSpec // a tmpfs to create in place of tree
+	// unbindable: MS_UNBINDABLE on the tree before it is attached.
+	unbindable bool
 }
 
 // buildRoot assembles the new root, pivots into it and makes it read-only.
@@ -50,7 +56,11 @@ func (c *child) buildRoot() error {
 		err   error
 	)
 	if cfg.Rootfs != "" {
-		if root, err = cloneSource(cfg.Rootfs, c.srcs.Rootfs, attrRO, true); err != nil {
+		attr := uint64(attrRO)
+		if cfg.RootfsWritable {
+			attr = attrRW
+		}
+		if root, err = cloneSource(cfg.Rootfs, c.srcs.Rootfs, attr, true); err != nil {
 			return stepErr(StepRootfs, cfg.Rootfs, "", err)
 		}
 	} else if binds, links, err = hostSources(); err != nil {
@@ -99,13 +109,41 @@ func (c *child) buildRoot() error {
 	if err := mountAt(root, "/tmp", strictTarget, tmp); err != nil {
 		return err
 	}
+	// The sandbox's own tmpfs mounts, where a missing target below one is
+	// made (the image cannot have it: the tmpfs hides the image's).
+	own := []string{"/tmp"}
+	shm := -1 // a bind at /dev/shm, attached in mountDev
+	defer func() {
+		if shm >= 0 {
+			unix.Close(shm)
+		}
+	}()
 	for _, b := range binds {
+		if b.target == devShm && b.tmpfs == nil {
+			if shm >= 0 {
+				unix.Close(shm)
+			}
+			shm = b.tree
+			continue
+		}
 		if b.tmpfs != nil {
 			if b.tree, err = newFS("tmpfs", int(b.tmpfs.attr), b.tmpfs.fsopts...); err != nil {
 				return stepErr(StepMount, b.target, "create the tmpfs", err)
 			}
+			if b.tmpfs.copyUp {
+				if err := copyUp(root, b.target, b.resolve, b.tree); err != nil {
+					unix.Close(b.tree)
+					return err
+				}
+			}
 		}
-		if b.create || strings.HasPrefix(b.target, "/tmp/") {
+		if b.unbindable {
+			if err := unix.MountSetattr(b.tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Propagation: unix.MS_UNBINDABLE}); err != nil {
+				unix.Close(b.tree)
+				return stepErr(StepMount, b.target, "unbindable", err)
+			}
+		}
+		if b.create || below(b.target, own) {
 			if err := ensureTarget(root, b.target, b.tree); err != nil {
 				unix.Close(b.tree)
 				return err
@@ -114,11 +152,24 @@ func (c *child) buildRoot() error {
 		if err := mountAt(root, b.target, b.resolve, b.tree); err != nil {
 			return err
 		}
+		if b.tmpfs != nil {
+			own = append(own, b.target)
+		}
 	}
-	if err := mountProc(root); err != nil {
+	if err := mountProc(root, c.procFD, cfg.Sysctl); err != nil {
 		return err
 	}
-	if err := mountDev(root, cfg.TmpSize); err != nil {
+	err = mountDev(root, cfg.TmpSize, cfg.Mqueue, shm)
+	shm = -1 // attached and closed, or closed on the way
+	if err != nil {
+		return err
+	}
+	if cfg.Sysfs {
+		if err := mountSysfs(root); err != nil {
+			return err
+		}
+	}
+	if err := applyMasks(root, cfg.MaskedPaths, cfg.ReadonlyPaths); err != nil {
 		return err
 	}
 	c.mark(markMounts)
@@ -184,11 +235,11 @@ func extraSources(mounts []specs.Mount, ids []fileID, tmpSize int64, hostMode bo
 	var out []planned
 	for i := range mounts {
 		m := &mounts[i]
-		spec, err := parseMount(i, m, tmpSize)
+		spec, err := parseMount(fmt.Sprintf("mounts[%d]", i), m, tmpSize)
 		if err != nil {
 			return nil, stepErr(StepConfig, m.Destination, err.Error(), unix.EINVAL)
 		}
-		p := planned{target: m.Destination, tree: -1, resolve: beneathTarget, create: hostMode}
+		p := planned{target: m.Destination, tree: -1, resolve: inRootTarget, create: hostMode, unbindable: spec.unbindable}
 		if spec.tmpfs {
 			p.tmpfs = &spec
 		} else if p.tree, err = cloneSource(m.Source, &ids[i], spec.attr, spec.recursive); err != nil {
@@ -292,4 +343,14 @@ func readlink(path string) (string, error) {
 		return "", err
 	}
 	return string(b[:n]), nil
+}
+
+// below says whether path lies below one of dirs.
+func below(path string, dirs []string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(path, d+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -130,17 +130,28 @@ func TestRootfs(t *testing.T) {
 	})
 }
 
-func TestRootfsSymlinkTargetRefused(t *testing.T) {
+// TestRootfsSymlinkTargetStaysInRoot: a mount target reached through a
+// symlink of the image is resolved as if the root were /, as runc resolves
+// it (an image's /var/run -> /run): a link climbing out with .. stops at
+// the root, and an absolute one names a path of the image, never of the
+// host.
+func TestRootfsSymlinkTargetStaysInRoot(t *testing.T) {
 	root := testRootfs(t)
 	asRootAndNobody(t, func(t *testing.T) {
-		for _, dest := range []string{"/escape/x", "/abs"} {
-			src := t.TempDir()
+		mount := func(dest string) (result, error) {
 			cfg := &Config{Rootfs: root, Args: []string{"/bin/probe"}, Workdir: workdir(t),
-				Mounts: []specs.Mount{{Source: src, Destination: dest, Options: []string{"rw"}}}}
-			_, err := run(t, cfg)
-			if se := setupErr(t, err, StepMountTarget, unix.EXDEV); se.Path != dest || se.Hint == "" {
-				t.Fatalf("%s: %v", dest, err)
-			}
+				Mounts: []specs.Mount{{Source: t.TempDir(), Destination: dest, Options: []string{"rw"}}}}
+			return run(t, cfg)
+		}
+		// escape -> ../../../var: the image's /var, which it has not (the
+		// host's /var exists).
+		_, err := mount("/escape")
+		if se := setupErr(t, err, StepMountTarget, unix.ENOENT); se.Path != "/escape" {
+			t.Fatalf("/escape: %v", err)
+		}
+		// abs -> /src: the image's own /src.
+		if r, err := mount("/abs"); err != nil || r.exit.Code != 0 {
+			t.Fatalf("/abs, a link to the image's /src: %+v, %v", r, err)
 		}
 	})
 }

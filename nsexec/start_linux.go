@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -45,6 +46,14 @@ func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Proc
 // tool, or, deferred, up to the child's ready; the returned sync socket is
 // then still open and the child waits on it for its request.
 func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred bool) (*Process, *os.File, error) {
+	j, err := planJoins(o, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer j.close() // the child has its own copy of the procfs once started
+	if c.Hostname == "" {
+		c.Hostname = DefaultHostname // not in a joined uts namespace: planJoins named its own
+	}
 	m, err := hostMapping(o, c)
 	if err != nil {
 		return nil, nil, err
@@ -55,7 +64,7 @@ func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred boo
 			return nil, nil, err
 		}
 	}
-	p, sync, err := spawnAs(ctx, c, stdio, o, deferred, m)
+	p, sync, err := spawnAs(ctx, c, stdio, o, deferred, m, j)
 	if err != nil {
 		m.lease.release()
 	}
@@ -64,7 +73,7 @@ func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred boo
 
 // spawnAs is spawn with the maps chosen; the Process owns their lease
 // once its init was started (released when it was reaped).
-func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred bool, m *mapping) (*Process, *os.File, error) {
+func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred bool, m *mapping, j *joins) (*Process, *os.File, error) {
 	id, root := m.id, m.root
 	paths, err := openHostPaths(c, id, root, o)
 	if err != nil {
@@ -84,7 +93,8 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	if tail != nil {
 		defer tail.Close()
 	}
-	frame, err := encodeFrame(&wire{Config: c, SetGroups: m.setgroups, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Tail: tail != nil, Sources: paths.ids})
+	frame, err := encodeFrame(&wire{Config: c, SetGroups: m.setgroups, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Tail: tail != nil, Sources: paths.ids,
+		Proc: j.has(unix.CLONE_NEWPID), KeepHostname: j.has(unix.CLONE_NEWUTS)})
 	if err != nil {
 		paths.giveBack(o.logger)
 		return nil, nil, err
@@ -108,15 +118,18 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	attr := &os.ProcAttr{
 		Env:   []string{initFDEnv + "=3", initGodebug},
 		Files: append(append(files, childEnd), o.tasks...), // sync at 3, tasks from 4, then the tail's binary
-		Sys:   sysProcAttr(c, m, o),
+		Sys:   sysProcAttr(c, m, o, j),
 	}
 	if tail != nil {
 		attr.Files = append(attr.Files, tail)
 	}
+	if j.has(unix.CLONE_NEWPID) {
+		attr.Files = append(attr.Files, j.proc) // after the tail's binary (init_linux.go)
+	}
 	// A lent workdir is given back once the child is reaped, whichever way it
 	// ends (Process.own), before Wait returns.
 	p := &Process{done: make(chan struct{}), lease: m.lease, hostID: id, uids: m.uids, gids: m.gids, after: func() { paths.giveBack(o.logger) }}
-	p.joinNet, p.idMounts = o.netns, idm
+	p.joins, p.idMounts = j, idm
 	started := make(chan error, 1)
 	t0 := monotonic()
 	go p.own(initPath, attr, started)
@@ -200,9 +213,8 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 		return nil, &ConfigError{Field: "groups", Value: fmt.Sprint(len(c.Groups)), Reason: fmt.Sprintf("the kernel takes at most %d supplementary groups", maxGroups)}
 	}
 	c.Groups = slices.Clone(c.Groups)
-	if c.Hostname == "" {
-		c.Hostname = DefaultHostname
-	}
+	// An empty hostname becomes DefaultHostname in spawn, unless the
+	// sandbox joins a uts namespace (planJoins).
 	if reason := HostnameProblem(c.Hostname); reason != "" {
 		return nil, &ConfigError{Field: "hostname", Value: c.Hostname, Reason: reason}
 	}
@@ -217,6 +229,17 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 			}
 		}
 	}
+	if c.RootfsWritable && c.Rootfs == "" {
+		return nil, &ConfigError{Field: "rootfsWritable", Value: "true", Reason: "needs a rootfs: host mode's root is moat's own tmpfs"}
+	}
+	if err := checkSysctls(c.Sysctl); err != nil {
+		return nil, err
+	}
+	c.Sysctl = maps.Clone(c.Sysctl)
+	if err := checkPaths(&c); err != nil {
+		return nil, err
+	}
+	c.MaskedPaths, c.ReadonlyPaths = slices.Clone(c.MaskedPaths), slices.Clone(c.ReadonlyPaths)
 	c.Mounts = slices.Clone(c.Mounts)
 	for i := range c.Mounts {
 		m := &c.Mounts[i]
@@ -228,7 +251,7 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 				return nil, fmt.Errorf("nsexec config: %w", err)
 			}
 		}
-		if _, err := parseMount(i, m, c.TmpSize); err != nil {
+		if _, err := parseMount(fmt.Sprintf("mounts[%d]", i), m, c.TmpSize); err != nil {
 			return nil, err
 		}
 	}
@@ -237,7 +260,7 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 
 // sysProcAttr creates every namespace at clone time (peers.md 2b): joining
 // them later is not possible from a multi-threaded Go process.
-func sysProcAttr(c *Config, m *mapping, o *options) *syscall.SysProcAttr {
+func sysProcAttr(c *Config, m *mapping, o *options, j *joins) *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
 			unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
@@ -256,8 +279,18 @@ func sysProcAttr(c *Config, m *mapping, o *options) *syscall.SysProcAttr {
 	if o.cgroupFD >= 0 {
 		attr.UseCgroupFD, attr.CgroupFD = true, o.cgroupFD
 	}
-	if o.netns != nil {
-		attr.Cloneflags &^= unix.CLONE_NEWNET // joined by own() instead (WithNetNS)
+	if j != nil {
+		attr.Cloneflags &^= uintptr(j.flags) // joined by own() instead (WithJoin)
+	}
+	if j.has(unix.CLONE_NEWPID) {
+		// Go's child checks getppid() against the parent's pid after the
+		// prctl and kills itself if they differ (syscall/exec_linux.go);
+		// born in a joined pid namespace, where its parent has no pid,
+		// getppid() is 0. (A namespace's own init survives that kill:
+		// the kernel drops a SIGKILL it sends itself.) The init arms the
+		// signal itself (init_linux.go), its sync socket's EOF covering
+		// the window, as it does for a lost signal.
+		attr.Pdeathsig = 0
 	}
 	return attr
 }
@@ -322,7 +355,7 @@ func stdioFiles(s Stdio) ([]*os.File, func(), error) {
 // cloneError turns a failed spawn into a SetupError of step clone.
 func cloneError(initPath string, err error) error {
 	if se, ok := err.(*SetupError); ok {
-		return se // joinNetNS's, already typed
+		return se // joins.enter's, already typed
 	}
 	errno := errnoOf(err)
 	return &SetupError{Step: StepClone, Path: initPath, Errno: errno, Detail: "spawn the sandbox init", Hint: hintFor(StepClone, errno)}

@@ -36,6 +36,7 @@ package nsexec
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
@@ -409,9 +410,54 @@ static uint64_t moat_forwarded(void) {
 
 static pid_t moat_tool = -1;
 
+// moat_reaper: the tail is not pid 1 of its pid namespace (a joined one),
+// so it ends what it leaves behind itself, as the Go init's
+// endDescendants does (reaper_linux.go says why): the tool's process
+// group, then every child it has (the Go side made it the child
+// subreaper, which execve keeps), until it has none; never kill(-1).
+static int moat_reaper;
+
+static void moat_end_descendants(void) {
+	if (!moat_reaper)
+		return;
+	if (moat_tool > 0)
+		kill(-moat_tool, SIGKILL);
+	static char buf[65536];
+	for (int round = 0; round < 1000; round++) {
+		int fd = open("/proc/thread-self/children", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return;
+		ssize_t n, got = 0;
+		while ((n = read(fd, buf + got, sizeof buf - 1 - (size_t)got)) > 0 || (n < 0 && errno == EINTR))
+			if (n > 0)
+				got += n;
+		close(fd);
+		buf[got] = 0;
+		int any = 0;
+		for (char *p = buf; *p != 0;) {
+			char *end;
+			long pid = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			if (pid > 0) {
+				kill((pid_t)pid, SIGKILL);
+				any = 1;
+			}
+			p = end;
+		}
+		if (!any)
+			return;
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+	}
+}
+
 static void moat_exit_with(int status) {
 	unsigned char m[5] = {'X', (unsigned char)(status >> 24), (unsigned char)(status >> 16),
 			      (unsigned char)(status >> 8), (unsigned char)status};
+	moat_end_descendants();
 	moat_send(m, sizeof m);
 	_exit(WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status));
 }
@@ -470,6 +516,7 @@ static void moat_tail(const char *params) {
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	prctl(PR_SET_NAME, (unsigned long)"moat-sandbox-in", 0, 0, 0);
 	moat_sync = (int)v[0];
+	moat_reaper = getpid() != 1;
 	int mfd = (int)v[1];
 	unsigned long flen = v[2];
 	// The tool must not inherit the sync socket.
@@ -554,8 +601,10 @@ static void moat_tail(const char *params) {
 	close(1);
 	close(2);
 	moat_close_but(moat_sync, sfd);
-	if (moat_send("S", 1) != 0)
+	if (moat_send("S", 1) != 0) {
+		moat_end_descendants();
 		_exit(MOAT_EXIT_GONE);
+	}
 	struct pollfd pf[2] = {{sfd, POLLIN, 0}, {moat_sync, POLLIN, 0}};
 	for (;;) {
 		if (poll(pf, 2, -1) < 0) {
@@ -580,8 +629,10 @@ static void moat_tail(const char *params) {
 			// sandbox ends with the tail.
 			char b[64];
 			ssize_t n = read(moat_sync, b, sizeof b);
-			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+				moat_end_descendants();
 				_exit(MOAT_EXIT_GONE);
+			}
 		}
 	}
 }

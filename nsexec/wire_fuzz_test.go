@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -87,7 +88,7 @@ func FuzzWireFrame(f *testing.F) {
 			t.Fatalf("accepted hostname %q", c.Hostname)
 		}
 		for i := range c.Mounts {
-			if _, err := parseMount(i, &c.Mounts[i], c.TmpSize); err != nil {
+			if _, err := parseMount(fmt.Sprintf("mounts[%d]", i), &c.Mounts[i], c.TmpSize); err != nil {
 				var ce *ConfigError
 				if !errors.As(err, &ce) || !strings.HasPrefix(ce.Field, "mounts[") {
 					t.Fatalf("mount %d refused with %T %v, want a *ConfigError naming it", i, err, err)

@@ -84,6 +84,16 @@ func (w *wire) check() error {
 	if reason := HostnameProblem(c.Hostname); reason != "" {
 		return bad("config.hostname", unix.EINVAL, "%s", reason)
 	}
+	if c.RootfsWritable && c.Rootfs == "" {
+		return bad("config.rootfsWritable", unix.EINVAL, "without a rootfs")
+	}
+	var ce *ConfigError
+	if err := checkSysctls(c.Sysctl); errors.As(err, &ce) {
+		return bad("config."+ce.Field, unix.EINVAL, "%s", ce.Reason)
+	}
+	if err := checkPaths(c); errors.As(err, &ce) {
+		return bad("config."+ce.Field, unix.EINVAL, "%s", ce.Reason)
+	}
 	return nil
 }
 

@@ -17,7 +17,11 @@ func (r *runtime) features(args []string) error {
 		OCIVersionMin: "1.0.0",
 		OCIVersionMax: specs.Version,
 		Hooks:         []string{},
-		MountOptions:  []string{"ro", "rw", "bind", "rbind", "idmap", "ridmap", "nosuid", "nodev", "noexec", "private", "rprivate", "relatime", "noatime", "strictatime"},
+		// What nsexec builds (nsexec.CheckMount; TestFeatures checks each).
+		MountOptions: []string{"ro", "rw", "rro", "rrw", "bind", "rbind", "idmap", "ridmap", "nosuid", "rnosuid", "nodev", "rnodev", "noexec", "rnoexec", "exec", "rexec",
+			"nosymfollow", "rnosymfollow", "symfollow", "private", "rprivate", "unbindable", "runbindable",
+			"relatime", "rrelatime", "noatime", "rnoatime", "strictatime", "rstrictatime", "nodiratime", "rnodiratime",
+			"atime", "norelatime", "nostrictatime", "diratime", "lazytime", "nolazytime", "defaults", "async", "tmpcopyup"},
 		Linux: &features.Linux{
 			Namespaces: []string{"user", "mount", "pid", "network", "ipc", "uts", "cgroup"},
 			// Granted inside the sandbox's user namespace only.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moat-sandbox/moat/nsexec"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/opencontainers/runtime-spec/specs-go/features"
 )
 
@@ -68,5 +70,19 @@ func TestFeatures(t *testing.T) {
 	}
 	if f.Linux == nil || len(f.Hooks) != 0 || *f.Linux.Cgroup.Systemd || *f.Linux.Apparmor.Enabled || !*f.Linux.Seccomp.Enabled || len(f.Linux.Namespaces) != 7 {
 		t.Fatalf("features: %s", out)
+	}
+	// Every mount option it names is one nsexec builds, on a bind (an
+	// id-mapped one for idmap and ridmap) or a tmpfs.
+	maps := []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}}
+	for _, o := range f.MountOptions {
+		m := specs.Mount{Type: "bind", Source: "/x", Destination: "/y", Options: []string{o}}
+		if o == "idmap" || o == "ridmap" {
+			m.UIDMappings, m.GIDMappings = maps, maps
+		}
+		bind := nsexec.CheckMount(&m, 0)
+		tmpfs := nsexec.CheckMount(&specs.Mount{Type: "tmpfs", Destination: "/y", Options: []string{o}}, 0)
+		if bind != nil && tmpfs != nil {
+			t.Errorf("features names mount option %q, which nsexec refuses: %v", o, bind)
+		}
 	}
 }

@@ -112,10 +112,8 @@ func newMonitor(g global, log *slog.Logger, id, bundle, consoleSocket string) (*
 		}
 		m.stdio = nsexec.Stdio{Stdin: m.pty, Stdout: m.pty, Stderr: m.pty}
 	}
-	if spec.Root != nil && !spec.Root.Readonly {
-		if err := oci.CreateTargets(plan.Config.Rootfs, plan.Targets); err != nil {
-			return nil, err
-		}
+	if err := oci.CreateTargets(plan.Config.Rootfs, plan.Targets); err != nil {
+		return nil, err
 	}
 	prog, err := filterFor(plan.Seccomp)
 	if err != nil {
@@ -126,18 +124,12 @@ func newMonitor(g global, log *slog.Logger, id, bundle, consoleSocket string) (*
 	raiseRlimits(cfg.Rlimits)
 	opts := append([]nsexec.Option{nsexec.WithLogger(log)}, initOption()...)
 	opts = append(opts, identityOptions(plan)...)
-	if plan.NetNS != "" {
-		// The engine's network namespace (nsexec checks it is one).
-		f, err := os.OpenFile(plan.NetNS, os.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, fmt.Errorf("config.json linux.namespaces: the network namespace: %w", err)
-		}
-		defer f.Close()
-		if err := oci.CheckNetNS(f); err != nil {
-			return nil, err
-		}
-		opts = append(opts, nsexec.WithNetNS(f))
+	jopts, closeJoins, err := joinOptions(plan)
+	if err != nil {
+		return nil, err
 	}
+	defer closeJoins()
+	opts = append(opts, jopts...)
 	leaf, copts, placed, err := cgroupFor(id, plan.Resources, log)
 	if err != nil {
 		return nil, err
@@ -150,6 +142,11 @@ func newMonitor(g global, log *slog.Logger, id, bundle, consoleSocket string) (*
 	if err != nil {
 		m.deleteLeaf()
 		return nil, fmt.Errorf("create the sandbox: %w", err)
+	}
+	if err := oci.SetOOMScoreAdj(pending.Pid(), plan.OOMScoreAdj); err != nil {
+		pending.Close()
+		m.deleteLeaf()
+		return nil, err
 	}
 	m.pending = pending
 	if m.ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: dir.At(controlSocket), Net: "unix"}); err != nil {

@@ -4,7 +4,7 @@
 //
 // Translate maps a config onto an nsexec.Config: what moat can honour is
 // honoured, what moat's own floor already covers (masked /proc, its own
-// /dev, no sysfs, no capabilities, no_new_privs) is checked to be covered,
+// /dev, no capabilities, no_new_privs) is checked to be covered,
 // and everything else is refused with an *UnsupportedError naming the field,
 // the value and what to do instead. nsexec learns nothing about bundles.
 //

@@ -1,8 +1,10 @@
 package oci
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -12,28 +14,27 @@ import (
 
 // provided are the mounts an engine asks for that moat's sandbox has of its
 // own (a masked procfs, a minimal /dev with a private devpts and /dev/shm,
-// a /tmp tmpfs) or leaves out by its floor (no sysfs, no cgroupfs, no
-// mqueue). A config's mount of that type at that place is met by moat's.
+// a /tmp tmpfs) or leaves out by its floor (no cgroupfs). A config's mount
+// of that type at that place is met by moat's. /sys (sysfs) and
+// /dev/mqueue (mqueue) are moat's too, where the kernel lets the sandbox
+// have them (kernfs).
 var provided = map[string]string{
 	"/proc":          "proc",
 	"/dev":           "tmpfs",
 	"/dev/pts":       "devpts",
 	"/dev/shm":       "",
-	"/dev/mqueue":    "mqueue",
-	"/sys":           "sysfs",
 	"/sys/fs/cgroup": "cgroup",
 	"/tmp":           "tmpfs",
 }
 
-// dropped are mount options that only tune access times or relabel
-// (SELinux z/Z) and change nothing a sandbox relies on.
-var dropped = map[string]bool{
-	"relatime": true, "norelatime": true, "strictatime": true, "nostrictatime": true,
-	"noatime": true, "atime": true, "nodiratime": true, "diratime": true,
-	"lazytime": true, "nolazytime": true, "z": true, "Z": true,
-}
+// dropped are mount options that only relabel (SELinux z and Z, moat
+// applies no label); nsexec.CheckMount decides on every other one.
+var dropped = map[string]bool{"z": true, "Z": true}
 
 func (t *translator) mounts() {
+	// Destinations of the config's own tmpfs mounts: a target below one
+	// is made in that tmpfs by nsexec, not in the root.
+	var tmpfs []string
 	for i, m := range t.spec.Mounts {
 		field := fmt.Sprintf("mounts[%d]", i)
 		dst := filepath.Clean(m.Destination)
@@ -45,10 +46,23 @@ func (t *translator) mounts() {
 			t.refuse(field+".uidMappings", "", "only a bind can be id-mapped")
 			continue
 		}
+		if dst == "/dev/shm" && (m.Type == "bind" || m.Type == "") && t.joins(specs.IPCNamespace) {
+			// A pod's /dev/shm, which the CRI binds into each of its
+			// containers: POSIX shared memory is files there, shared as
+			// the pod's ipc namespace is. nsexec attaches it in place of
+			// the sandbox's own tmpfs, in its own /dev, so the root needs
+			// no target for it. A container of its own ipc namespace keeps
+			// a /dev/shm of its own, as before.
+			t.bind(field, m, dst, nil)
+			continue
+		}
 		if typ, ok := provided[dst]; ok && (typ == "" || typ == m.Type || (dst == "/sys/fs/cgroup" && m.Type == "cgroup2")) {
 			if dst == "/tmp" {
 				t.tmpSize(field, m.Options)
 			}
+			continue
+		}
+		if t.kernfs(m, dst) {
 			continue
 		}
 		if dst == "/" || dst == "/proc" || strings.HasPrefix(dst, "/proc/") || dst == "/dev" || strings.HasPrefix(dst, "/dev/") || dst == "/sys" || strings.HasPrefix(dst, "/sys/") {
@@ -57,16 +71,45 @@ func (t *translator) mounts() {
 		}
 		switch m.Type {
 		case "bind", "":
-			t.bind(field, m, dst)
+			t.bind(field, m, dst, tmpfs)
 		case "tmpfs":
-			t.tmpfs(field, m, dst)
+			t.tmpfs(field, m, dst, tmpfs)
+			tmpfs = append(tmpfs, dst)
 		default:
-			t.refuse(field+".type", m.Type, "moat mounts binds and tmpfs only")
+			t.refuse(field+".type", m.Type, "moat mounts binds and tmpfs only (and its own proc, sysfs, mqueue, devpts)")
 		}
 	}
 }
 
-func (t *translator) bind(field string, m specs.Mount, dst string) {
+// kernfs takes a config's sysfs at /sys and mqueue at /dev/mqueue: moat
+// mounts its own, read-only for sysfs, where the kernel lets the sandbox
+// mount one, of its own network or ipc namespace; in a joined one it
+// cannot, and the note says what /sys or /dev/mqueue is then.
+func (t *translator) kernfs(m specs.Mount, dst string) bool {
+	switch {
+	case dst == "/sys" && m.Type == "sysfs":
+		if t.joins(specs.NetworkNamespace) {
+			t.note("mounts /sys: no sysfs (the joined network namespace belongs to another user namespace, and the kernel gives a sysfs only to its owner); /sys is the image's own directory")
+			return true
+		}
+		t.plan.Config.Sysfs = true
+		t.plan.Targets = append(t.plan.Targets, Target{Path: "/sys", Dir: true})
+		if !slices.Contains(m.Options, "ro") {
+			t.note("mounts /sys: sysfs mounted read-only (moat's floor)")
+		}
+		return true
+	case dst == "/dev/mqueue" && m.Type == "mqueue":
+		if t.joins(specs.IPCNamespace) {
+			t.note("mounts /dev/mqueue: not mounted (the joined ipc namespace belongs to another user namespace, and the kernel gives its message queues only to its owner)")
+			return true
+		}
+		t.plan.Config.Mqueue = true
+		return true
+	}
+	return false
+}
+
+func (t *translator) bind(field string, m specs.Mount, dst string, tmpfs []string) {
 	src := m.Source
 	if src == "" {
 		t.refuse(field+".source", "", "a bind needs a source")
@@ -75,65 +118,72 @@ func (t *translator) bind(field string, m specs.Mount, dst string) {
 	if !filepath.IsAbs(src) {
 		src = filepath.Join(t.bundle, src)
 	}
-	opts, ok := t.options(field, m.Options, false)
-	if !ok {
-		return
-	}
+	mount := specs.Mount{Destination: dst, Type: nsexec.MountBind, Source: filepath.Clean(src)}
 	// Id-mapped when it has maps (runc's idmap): nsexec builds it.
-	uids, gids, opts := t.bindMaps(field, m, opts)
-	t.plan.Config.Mounts = append(t.plan.Config.Mounts, specs.Mount{Destination: dst, Type: nsexec.MountBind, Source: filepath.Clean(src), Options: opts,
-		UIDMappings: uids, GIDMappings: gids})
-	t.target(dst, src)
-}
-
-func (t *translator) tmpfs(field string, m specs.Mount, dst string) {
-	opts, ok := t.options(field, m.Options, true)
-	if !ok {
+	var opts []string
+	mount.UIDMappings, mount.GIDMappings, opts = t.bindMaps(field, m, m.Options)
+	if !t.options(field, &mount, opts) {
 		return
 	}
-	t.plan.Config.Mounts = append(t.plan.Config.Mounts, specs.Mount{Destination: dst, Type: nsexec.MountTmpfs, Options: opts})
-	t.plan.Targets = append(t.plan.Targets, Target{Path: dst, Dir: true})
+	t.plan.Config.Mounts = append(t.plan.Config.Mounts, mount)
+	t.target(dst, isDir(src), tmpfs)
 }
 
-// options keeps what nsexec builds exactly (nsexec parseMount), drops what
-// changes nothing, converts a tmpfs size with a unit suffix to bytes, and
-// makes a bind read-write unless it says ro (the OCI default; nsexec's is
-// read-only).
-func (t *translator) options(field string, in []string, tmpfs bool) ([]string, bool) {
+func (t *translator) tmpfs(field string, m specs.Mount, dst string, tmpfs []string) {
+	mount := specs.Mount{Destination: dst, Type: nsexec.MountTmpfs}
+	if !t.options(field, &mount, m.Options) {
+		return
+	}
+	t.plan.Config.Mounts = append(t.plan.Config.Mounts, mount)
+	t.target(dst, true, tmpfs)
+}
+
+// options sets mount's options from the config's: a tmpfs size with a
+// unit suffix in bytes, SELinux relabelling dropped, a bind read-write
+// unless it says ro (the OCI default; nsexec's is read-only). nsexec
+// decides on every option (nsexec.CheckMount: runc's names within moat's
+// floor), and what it refuses is refused here with the config's field.
+func (t *translator) options(field string, mount *specs.Mount, in []string) bool {
 	var out []string
 	ro, rw := false, false
 	for j, o := range in {
-		key, val, hasVal := strings.Cut(o, "=")
 		switch {
 		case dropped[o]:
-		case o == "ro":
+			continue
+		case o == "ro" || o == "rro":
 			ro = true
-			out = append(out, o)
-		case o == "rw":
+		case o == "rw" || o == "rrw":
 			rw = true
-			out = append(out, o)
-		case o == "nosuid", o == "nodev", o == "noexec", o == "private", o == "rprivate":
-			out = append(out, o)
-		case !tmpfs && (o == "bind" || o == "rbind" || o == "idmap" || o == "ridmap"):
-			out = append(out, o)
-		case tmpfs && hasVal && key == "size":
-			n, err := parseSize(val)
+		case mount.Type == nsexec.MountTmpfs && strings.HasPrefix(o, "size="):
+			n, err := parseSize(strings.TrimPrefix(o, "size="))
 			if err != nil {
 				t.refuse(fmt.Sprintf("%s.options[%d]", field, j), o, "%v", err)
-				return nil, false
+				return false
 			}
-			out = append(out, "size="+strconv.FormatInt(n, 10))
-		case tmpfs && hasVal && (key == "mode" || key == "nr_inodes"):
-			out = append(out, o)
-		default:
-			t.refuse(fmt.Sprintf("%s.options[%d]", field, j), o, "is not supported; binds take ro, rw, bind, rbind, nosuid, nodev, noexec, private, rprivate; tmpfs takes those but bind and rbind, and size=, mode=, nr_inodes=")
-			return nil, false
+			o = "size=" + strconv.FormatInt(n, 10)
 		}
+		out = append(out, o)
 	}
-	if !tmpfs && !ro && !rw {
+	if mount.Type == nsexec.MountBind && !ro && !rw {
 		out = append(out, "rw")
 	}
-	return out, true
+	mount.Options = out
+	if err := nsexec.CheckMount(mount, 0); err != nil {
+		var ce *nsexec.ConfigError
+		if errors.As(err, &ce) {
+			// Named by its index in the config, which a dropped option
+			// may have moved here.
+			at := field + ".options"
+			if j := slices.Index(in, ce.Value); j >= 0 {
+				at = fmt.Sprintf("%s[%d]", at, j)
+			}
+			t.refuse(at, ce.Value, "%s", ce.Reason)
+		} else {
+			t.refuse(field, "", "%v", err)
+		}
+		return false
+	}
+	return true
 }
 
 // tmpSize takes the size of an engine's /tmp tmpfs for moat's own /tmp.
@@ -171,8 +221,17 @@ func parseSize(v string) (int64, error) {
 	return n * mult, nil
 }
 
-// target records a bind destination whose kind follows its source: a
-// directory for a directory, else a file.
-func (t *translator) target(dst, src string) {
-	t.plan.Targets = append(t.plan.Targets, Target{Path: dst, Dir: isDir(src)})
+// target records a mount destination the root must have, a directory or
+// an empty file, unless it lies below /tmp or one of the config's tmpfs
+// mounts (nsexec makes it there, in the sandbox's own memory).
+func (t *translator) target(dst string, dir bool, tmpfs []string) {
+	if dst == "/dev/shm" {
+		return // in moat's own /dev
+	}
+	for _, d := range append(tmpfs, "/tmp") {
+		if strings.HasPrefix(dst, d+"/") {
+			return
+		}
+	}
+	t.plan.Targets = append(t.plan.Targets, Target{Path: dst, Dir: dir})
 }

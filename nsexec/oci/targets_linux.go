@@ -16,10 +16,23 @@ import (
 const inRoot = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
 
 // CreateTargets makes the missing mount destinations of targets in the
-// root at rootfs (a directory, or an empty file for a bind of a file), as
-// runc does for a writable root, so that nsexec, which never writes to a
-// root, finds each one. Existing entries are left as they are; a component
-// that is not a directory fails.
+// root at rootfs, so that nsexec, which never writes to a root, finds each
+// one: the pause image of a CRI pod is the one file /pause, and CRI binds
+// /etc/resolv.conf, /etc/hosts and /etc/hostname into every container.
+// runc makes them in the engine's rootfs directory whether the root is
+// read-only or not (before it remounts it read-only), and so does moat.
+//
+// What moat writes into an engine's rootfs is exactly this and no more: a
+// missing directory (0755) or an empty file (0644, for a bind of a file),
+// owned by the caller, at a mount destination or on the way to one;
+// existing entries are left as they are, nothing is ever removed, changed
+// or written into. Every path is resolved inside the root as if it were /
+// (openat2 RESOLVE_IN_ROOT, as nsexec resolves the mount), so a symlink of
+// the image leads at most to another place of the image, never out of it;
+// nothing is created through a /proc magic link or across a mount below
+// the root. A component that is not a directory fails. A root moat may not
+// write (a read-only mount, another user's directory) fails naming the
+// missing target: the image must have it then.
 //
 // The root itself is resolved as nsexec resolves a rootfs (nsexec/hostpath
 // with TrustOnlyRoot): only root's links in directories only root can
@@ -33,11 +46,35 @@ func CreateTargets(rootfs string, targets []Target) error {
 	defer unix.Close(root)
 	for _, t := range targets {
 		if err := createTarget(root, t); err != nil {
-			return fmt.Errorf("create mount target %s in %s: %w", t.Path, rootfs, err)
+			return &TargetError{Path: t.Path, Root: rootfs, Err: err}
 		}
 	}
 	return nil
 }
+
+// TargetError is a mount destination missing from the root that moat
+// could not create there.
+type TargetError struct {
+	Path, Root string
+	Err        error
+}
+
+func (e *TargetError) Error() string {
+	why := ""
+	switch {
+	case errors.Is(e.Err, unix.EROFS):
+		why = " (the root is on a read-only mount, so moat cannot make it: add it to the image)"
+	case errors.Is(e.Err, unix.EACCES), errors.Is(e.Err, unix.EPERM):
+		why = " (the runtime may not write the root: add it to the image, or run the engine as the root's owner)"
+	case errors.Is(e.Err, unix.ENOTDIR):
+		why = " (a component of it is not a directory in the image)"
+	case errors.Is(e.Err, unix.EXDEV):
+		why = " (it lies across a mount below the root)"
+	}
+	return fmt.Sprintf("the root %s lacks the mount target %s, which moat could not create: %v%s", e.Root, e.Path, e.Err, why)
+}
+
+func (e *TargetError) Unwrap() error { return e.Err }
 
 func createTarget(root int, t Target) error {
 	fd, err := unix.Openat2(root, t.Path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: inRoot})

@@ -3,8 +3,10 @@ package oci
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/moat-sandbox/moat/nsexec"
@@ -38,13 +40,21 @@ type Plan struct {
 	// the engine expects the container's root to own what host root
 	// owns, as under runc without a user namespace.
 	IDMapMounts bool
-	// Targets are mount destinations missing from the root, to create
-	// before the start (only when the root is writable, root.readonly
-	// false, as runc creates them).
+	// Targets are the mount destinations the root must have, created
+	// before the start where missing (CreateTargets), whether the root is
+	// read-only or not, as runc creates them.
 	Targets []Target
-	// NetNS is the path of the network namespace to join (the engine's);
-	// empty: a new one with only lo.
-	NetNS string
+	// Joins are the namespaces to join (linux.namespaces with a path: the
+	// engine's network namespace, a pod sandbox's ipc, uts, pid, cgroup);
+	// every other one is new.
+	Joins []specs.LinuxNamespace
+	// NetSysctl are the net.* sysctls of a joined network namespace,
+	// which the sandbox cannot write itself (nsexec.WriteNetSysctls); the
+	// namespaced sysctls of its own namespaces are in Config.Sysctl.
+	NetSysctl map[string]string
+	// OOMScoreAdj is process.oomScoreAdj, set on the sandbox's init
+	// before the start (SetOOMScoreAdj); nil leaves it inherited.
+	OOMScoreAdj *int
 	// CgroupNS: the config asks for a cgroup namespace.
 	CgroupNS bool
 	// Notes say what moat provides itself in place of a config entry.
@@ -108,9 +118,10 @@ func (t *translator) root() {
 		p = filepath.Join(t.bundle, p)
 	}
 	t.plan.Config.Rootfs = filepath.Clean(p)
-	if !r.Readonly {
-		t.note("root: mounted read-only whatever root.readonly says (moat's floor); write to a volume, /tmp or /dev/shm")
-	}
+	// The engine's own root (its overlay's merged directory), bound
+	// read-write when the config asks, as runc leaves it; still nosuid
+	// and nodev, and writable only where the sandbox's ids may write.
+	t.plan.Config.RootfsWritable = !r.Readonly
 }
 
 func (t *translator) process() {
@@ -159,8 +170,12 @@ func (t *translator) process() {
 	if p.SelinuxLabel != "" {
 		t.refuse("process.selinuxLabel", p.SelinuxLabel, "moat applies no SELinux label (podman: --security-opt label=disable)")
 	}
-	if p.OOMScoreAdj != nil && *p.OOMScoreAdj != 0 {
-		t.refuse("process.oomScoreAdj", fmt.Sprint(*p.OOMScoreAdj), "is not supported; leave it unset")
+	if p.OOMScoreAdj != nil {
+		if v := *p.OOMScoreAdj; v < -1000 || v > 1000 {
+			t.refuse("process.oomScoreAdj", fmt.Sprint(v), "must be -1000 to 1000")
+		} else {
+			t.plan.OOMScoreAdj = &v
+		}
 	}
 	if p.Scheduler != nil || p.IOPriority != nil || p.ExecCPUAffinity != nil {
 		t.refuse("process.scheduler", "", "scheduler, ioPriority and execCPUAffinity are not supported; leave them unset")
@@ -199,15 +214,13 @@ func (t *translator) linux() {
 	var user *specs.LinuxNamespace
 	for i, ns := range l.Namespaces {
 		field := fmt.Sprintf("linux.namespaces[%d]", i)
-		seen[ns.Type] = true
-		if ns.Path != "" && ns.Type == specs.NetworkNamespace {
-			// The engine's network (podman's bridge, a CRI pod's): joined,
-			// with every other namespace new (nsexec.WithNetNS).
-			t.plan.NetNS = ns.Path
+		if seen[ns.Type] {
+			t.refuse(field, string(ns.Type), "names a second %s namespace", ns.Type)
 			continue
 		}
+		seen[ns.Type] = true
 		if ns.Path != "" {
-			t.refuse(field+".path", ns.Path, "moat creates every namespace of a sandbox but the network itself and joins none (%s)", alwaysNew[ns.Type])
+			t.join(field, ns)
 			continue
 		}
 		switch ns.Type {
@@ -258,6 +271,38 @@ func (t *translator) linux() {
 	}
 }
 
+// join takes a namespace to join: the engine's network (podman's bridge,
+// a CRI pod's), a pod sandbox's ipc, uts, pid (shareProcessNamespace) or
+// cgroup namespace, each joined before the clone with every other
+// namespace new (nsexec.WithJoin, which refuses a namespace of the
+// host's). The user and mount namespaces are always the sandbox's own.
+func (t *translator) join(field string, ns specs.LinuxNamespace) {
+	if !filepath.IsAbs(ns.Path) {
+		t.refuse(field+".path", ns.Path, "must be an absolute path")
+		return
+	}
+	switch ns.Type {
+	case specs.NetworkNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.PIDNamespace, specs.CgroupNamespace:
+		t.plan.Joins = append(t.plan.Joins, ns)
+	case specs.UserNamespace:
+		t.refuse(field+".path", ns.Path, "a pod's shared user namespace is not joined yet: each moat sandbox has a user namespace of its own (drop the path; hostUsers: false pods come with the later step)")
+	case specs.MountNamespace:
+		t.refuse(field+".path", ns.Path, "moat builds each sandbox's mount namespace itself and joins none")
+	default:
+		t.refuse(field+".path", ns.Path, "%s namespaces are not joined", ns.Type)
+	}
+}
+
+// joins says whether the config joins a namespace of type typ.
+func (t *translator) joins(typ specs.LinuxNamespaceType) bool {
+	for _, ns := range t.plan.Joins {
+		if ns.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
 func lookup(ms []specs.LinuxIDMapping, id uint32) (uint32, bool) {
 	for _, m := range ms {
 		if id >= m.ContainerID && uint64(id) < uint64(m.ContainerID)+uint64(m.Size) {
@@ -274,36 +319,49 @@ func lookup(ms []specs.LinuxIDMapping, id uint32) (uint32, bool) {
 	return 0, false
 }
 
-// paths checks maskedPaths and readonlyPaths against moat's /proc masking
-// (nsexec.ProcMasking): moat mounts no sysfs, so whatever lies under /sys
-// is already out of reach; anything else it does not cover is refused.
+// paths takes maskedPaths and readonlyPaths, which moat applies as runc
+// does (a bind of /dev/null, an empty read-only tmpfs, a read-only bind),
+// on top of its own /proc masking (nsexec.ProcMasking); a path missing in
+// the sandbox is skipped.
 func (t *translator) paths(l *specs.Linux) {
-	for i, p := range l.MaskedPaths {
-		if masked, _ := nsexec.ProcMasking(p); masked || p == "/sys" || strings.HasPrefix(p, "/sys/") {
-			continue
+	for field, in := range map[string][]string{"linux.maskedPaths": l.MaskedPaths, "linux.readonlyPaths": l.ReadonlyPaths} {
+		for i, p := range in {
+			if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+				t.refuse(fmt.Sprintf("%s[%d]", field, i), p, "must be an absolute, clean path other than /")
+			}
 		}
-		t.refuse(fmt.Sprintf("linux.maskedPaths[%d]", i), p, "moat masks a fixed set of /proc entries and mounts no sysfs; this path is not among them")
 	}
-	for i, p := range l.ReadonlyPaths {
-		if _, ro := nsexec.ProcMasking(p); ro || p == "/sys" || strings.HasPrefix(p, "/sys/") {
-			continue
-		}
-		t.refuse(fmt.Sprintf("linux.readonlyPaths[%d]", i), p, "moat makes a fixed set of /proc entries read-only; this path is not among them")
-	}
+	t.plan.Config.MaskedPaths, t.plan.Config.ReadonlyPaths = l.MaskedPaths, l.ReadonlyPaths
 }
 
-// skippedSysctls only widen what the container's own network namespace
-// allows (unprivileged ICMP sockets); moat's has only lo, and leaving it at
-// the kernel default refuses more, never less.
-var skippedSysctls = map[string]bool{"net.ipv4.ping_group_range": true}
-
+// sysctl takes the namespaced sysctls (nsexec.SysctlKind): the sandbox's
+// init writes those of its own ipc and network namespaces; a joined
+// network namespace's are written from the runtime (NetSysctl), and a
+// joined ipc namespace's are its owner's to set. Any other sysctl would
+// change the host, and is refused naming it.
 func (t *translator) sysctl(s map[string]string) {
-	for k, v := range s {
-		if skippedSysctls[k] {
-			t.note("linux.sysctl.%s: left at the kernel's default", k)
-			continue
+	for _, k := range slices.Sorted(maps.Keys(s)) {
+		v := s[k]
+		field := "linux.sysctl." + k
+		kind, why := nsexec.SysctlKind(k)
+		switch {
+		case kind == "":
+			t.refuse(field, v, "%s", why)
+		case strings.ContainsAny(v, "\x00\n"):
+			t.refuse(field, v, "a value is one line without a NUL")
+		case kind == nsexec.SysctlIPC && t.joins(specs.IPCNamespace):
+			t.refuse(field, v, "belongs to the joined ipc namespace, whose owner sets it (a pod's sysctls go on its sandbox)")
+		case kind == nsexec.SysctlNet && t.joins(specs.NetworkNamespace):
+			if t.plan.NetSysctl == nil {
+				t.plan.NetSysctl = map[string]string{}
+			}
+			t.plan.NetSysctl[k] = v
+		default:
+			if t.plan.Config.Sysctl == nil {
+				t.plan.Config.Sysctl = map[string]string{}
+			}
+			t.plan.Config.Sysctl[k] = v
 		}
-		t.refuse("linux.sysctl."+k, v, "moat sets no sysctl; leave it unset")
 	}
 }
 

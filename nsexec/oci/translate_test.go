@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,8 +61,14 @@ func TestTranslatePodmanConfig(t *testing.T) {
 	if got := strings.Join(c.Mounts[0].Options, ","); got != "bind,rprivate,rw" {
 		t.Fatalf("a bind without ro is read-write as in OCI: options %q", got)
 	}
-	if got := strings.Join(c.Mounts[1].Options, ","); got != "size=1048576" {
-		t.Fatalf("tmpfs options: %q, want the size in bytes and relatime dropped", got)
+	if got := strings.Join(c.Mounts[1].Options, ","); got != "size=1048576,relatime" {
+		t.Fatalf("tmpfs options: %q, want the size in bytes", got)
+	}
+	if !c.Sysfs || !c.Mqueue || !c.RootfsWritable {
+		t.Fatalf("sysfs %v, mqueue %v, writable root %v: want moat's own sysfs and mqueue, and the root writable (root.readonly unset)", c.Sysfs, c.Mqueue, c.RootfsWritable)
+	}
+	if c.Sysctl["net.ipv4.ping_group_range"] != "0 0" || len(c.MaskedPaths) != 9 || len(c.ReadonlyPaths) != 6 {
+		t.Fatalf("sysctl %v, masked %v, read-only %v", c.Sysctl, c.MaskedPaths, c.ReadonlyPaths)
 	}
 	if p.Resources == nil || p.Resources.Pids == nil || *p.Resources.Pids.Limit != 2048 || p.Resources.Memory != nil {
 		t.Fatalf("resources: %+v", p.Resources)
@@ -72,7 +79,8 @@ func TestTranslatePodmanConfig(t *testing.T) {
 	if c.Caps == nil || *c.Caps != (nsexec.Capabilities{Bounding: 1 << 0}) {
 		t.Fatalf("capabilities: %+v, want CAP_CHOWN in the bounding set", c.Caps)
 	}
-	if len(p.Targets) != 5 || p.Targets[2] != (Target{Path: "/tmp", Dir: true}) || p.Targets[3] != (Target{Path: "/etc/hosts"}) || p.Targets[4] != (Target{Path: "/scratch", Dir: true}) {
+	if len(p.Targets) != 6 || p.Targets[2] != (Target{Path: "/tmp", Dir: true}) || p.Targets[3] != (Target{Path: "/sys", Dir: true}) ||
+		p.Targets[4] != (Target{Path: "/etc/hosts"}) || p.Targets[5] != (Target{Path: "/scratch", Dir: true}) {
 		t.Fatalf("targets: %+v", p.Targets)
 	}
 }
@@ -85,20 +93,36 @@ func TestTranslateRefuses(t *testing.T) {
 		edit  func(s *specs.Spec)
 	}{
 		{"linux.namespaces", func(s *specs.Spec) { s.Linux.Namespaces = s.Linux.Namespaces[:1] }},
-		{"linux.namespaces[2].path", func(s *specs.Spec) { s.Linux.Namespaces[2].Path = "/proc/1/ns/ipc" }},
+		{"linux.namespaces[5].path", func(s *specs.Spec) {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "user", Path: "/proc/1/ns/user"})
+		}},
+		{"linux.namespaces[4].path", func(s *specs.Spec) { s.Linux.Namespaces[4].Path = "/proc/1/ns/mnt" }},
+		{"linux.namespaces[2].path", func(s *specs.Spec) { s.Linux.Namespaces[2].Path = "ns/ipc" }},
+		{"linux.namespaces[5]", func(s *specs.Spec) {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "ipc"})
+		}},
+		{"process.oomScoreAdj", func(s *specs.Spec) { v := -1001; s.Process.OOMScoreAdj = &v }},
+		{"linux.sysctl.fs.mqueue.msg_max", func(s *specs.Spec) {
+			s.Linux.Namespaces[2].Path = "/run/pod/ipc"
+			s.Linux.Sysctl["fs.mqueue.msg_max"] = "100"
+		}},
 		{"linux.namespaces[5]", func(s *specs.Spec) {
 			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "time"})
 		}},
 		{"hooks", func(s *specs.Spec) { s.Hooks = &specs.Hooks{Poststop: []specs.Hook{{Path: "/bin/true"}}} }},
 		{"hostname", func(s *specs.Spec) { s.Hostname = "c1\n10.0.0.1 bank.example" }},
 		{"process.user", func(s *specs.Spec) { s.Process.User.UID = 1<<32 - 1 }},
-		{"linux.sysctl.kernel.shmmax", func(s *specs.Spec) { s.Linux.Sysctl["kernel.shmmax"] = "1" }},
-		{"linux.maskedPaths[9]", func(s *specs.Spec) { s.Linux.MaskedPaths = append(s.Linux.MaskedPaths, "/etc/shadow") }},
-		{"linux.readonlyPaths[6]", func(s *specs.Spec) { s.Linux.ReadonlyPaths = append(s.Linux.ReadonlyPaths, "/proc/self") }},
+		{"linux.sysctl.kernel.panic", func(s *specs.Spec) { s.Linux.Sysctl["kernel.panic"] = "1" }},
+		{"linux.sysctl.vm.swappiness", func(s *specs.Spec) { s.Linux.Sysctl["vm.swappiness"] = "1" }},
+		{"linux.maskedPaths[9]", func(s *specs.Spec) { s.Linux.MaskedPaths = append(s.Linux.MaskedPaths, "etc/shadow") }},
+		{"linux.readonlyPaths[6]", func(s *specs.Spec) { s.Linux.ReadonlyPaths = append(s.Linux.ReadonlyPaths, "/proc/../etc") }},
 		{"linux.devices", func(s *specs.Spec) { s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/kvm"}} }},
 		{"mounts[9].type", func(s *specs.Spec) { s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "nfs"}) }},
 		{"mounts[9].options[0]", func(s *specs.Spec) {
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "bind", Source: "/x", Options: []string{"shared"}})
+		}},
+		{"mounts[9].options[1]", func(s *specs.Spec) {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "tmpfs", Options: []string{"z", "suid"}})
 		}},
 		{"mounts[9].destination", func(s *specs.Spec) {
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/dev/kvm", Type: "bind", Source: "/dev/kvm"})
@@ -151,14 +175,43 @@ func TestTranslateRefuses(t *testing.T) {
 	}
 }
 
-// TestTranslateNetNS: the engine's network namespace is joined; a config
-// that shares the host's (no network entry) is still refused.
-func TestTranslateNetNS(t *testing.T) {
+// TestTranslateJoins: the namespaces a config names a path for are joined
+// (the engine's network, a pod sandbox's ipc, uts, pid); the sysctls of a
+// joined network namespace are the runtime's to write, those of its own
+// namespaces the init's; a joined network or ipc namespace gets no sysfs
+// or mqueue, and the note says so. A config that shares the host's (no
+// entry) is still refused.
+func TestTranslateJoins(t *testing.T) {
 	s := podmanSpec()
+	s.Linux.Namespaces[0].Path = "/proc/7/ns/pid"
 	s.Linux.Namespaces[1].Path = "/run/netns/netns-1"
+	s.Linux.Namespaces[2].Path = "/proc/7/ns/ipc"
+	s.Linux.Namespaces[3].Path = "/proc/7/ns/uts"
+	s.Linux.Sysctl["net.ipv4.ip_unprivileged_port_start"] = "0"
 	p, err := Translate(s, "/b", true)
-	if err != nil || p.NetNS != "/run/netns/netns-1" {
-		t.Fatalf("network namespace path: %+v, %v", p, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Joins) != 4 || p.Joins[1] != (specs.LinuxNamespace{Type: "network", Path: "/run/netns/netns-1"}) {
+		t.Fatalf("joins: %+v", p.Joins)
+	}
+	if len(p.NetSysctl) != 2 || p.NetSysctl["net.ipv4.ip_unprivileged_port_start"] != "0" || len(p.Config.Sysctl) != 0 {
+		t.Fatalf("net sysctls of a joined network namespace: runtime %v, init %v", p.NetSysctl, p.Config.Sysctl)
+	}
+	if p.Config.Sysfs || p.Config.Mqueue {
+		t.Fatal("a sysfs or an mqueue in joined namespaces")
+	}
+	// The engine's /dev/shm goes with the pod's ipc namespace.
+	if !slices.ContainsFunc(p.Config.Mounts, func(m specs.Mount) bool { return m.Destination == "/dev/shm" && m.Source == "/var/x/shm" }) {
+		t.Fatalf("the pod's /dev/shm is not bound: %+v", p.Config.Mounts)
+	}
+	if notes := strings.Join(p.Notes, "\n"); !strings.Contains(notes, "/sys") || !strings.Contains(notes, "/dev/mqueue") {
+		t.Fatalf("notes do not say what /sys and /dev/mqueue are: %s", notes)
+	}
+	for _, tg := range p.Targets {
+		if tg.Path == "/sys" {
+			t.Fatal("a /sys target without a sysfs")
+		}
 	}
 }
 
