@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -86,6 +87,11 @@ type child struct {
 	// self is the descriptor of the binary that has it.
 	tail bool
 	self int
+	// handover: no parent-death signal (WithHandover).
+	handover bool
+	// sendMu serializes the init's messages to its launcher once the
+	// tool runs (the reaper's, the exec thread's).
+	sendMu sync.Mutex
 }
 
 // mark records the end of a stage when tracing.
@@ -111,7 +117,7 @@ func (c *child) run() error {
 	if err != nil {
 		return stepErr(StepConfig, "", err.Error(), err)
 	}
-	c.cfg, c.setGroups, c.trace, c.deferred, c.srcs = w.Config, w.SetGroups, w.Trace, w.Deferred, w.Sources
+	c.cfg, c.setGroups, c.trace, c.deferred, c.srcs, c.handover = w.Config, w.SetGroups, w.Trace, w.Deferred, w.Sources, w.Handover
 	if c.tail = w.Tail; c.tail {
 		c.self = firstTasksFD + w.Tasks
 	} else {
