@@ -242,6 +242,9 @@ func TestKilledMonitorAlsoEndsACreatedContainer(t *testing.T) {
 		t.Fatalf("create: exit %d: %s", code, errs)
 	}
 	raw := rawState(t, root, "m1")
+	if raw.Monitor <= 0 || raw.Monitor == raw.Pid {
+		t.Fatalf("the state names monitor %d, init %d", raw.Monitor, raw.Pid)
+	}
 	if err := unix.Kill(raw.Monitor, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
