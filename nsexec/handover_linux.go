@@ -74,6 +74,7 @@ type Adopted struct {
 	execs       map[uint32]*Exec
 	nextID      uint32
 	tool        *syscall.WaitStatus // reported by the init
+	failed      bool                // the init reported that its tool did not start
 	done        chan struct{}       // the sandbox is gone
 	readErr     error               // why the reading stopped, if not an EOF
 }
@@ -280,17 +281,21 @@ func (a *Adopted) Signal(sig syscall.Signal) error {
 }
 
 // Wait waits for the sandbox to end and returns how the tool ended, as the
-// init reported it; a sandbox whose init did not report (killed, or ended
+// init reported it; a tool that could not be started is the init's exit
+// status 125, and a sandbox whose init did not report (killed, or ended
 // before its start) is reported as killed by SIGKILL, the one signal that
 // ends an init without a report.
 func (a *Adopted) Wait() Exit {
 	<-a.done
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.tool == nil {
-		return Exit{Code: -1, Signal: unix.SIGKILL}
+	switch {
+	case a.tool != nil:
+		return exitOf(*a.tool)
+	case a.failed:
+		return Exit{Code: exitSetup}
 	}
-	return exitOf(*a.tool)
+	return Exit{Code: -1, Signal: unix.SIGKILL}
 }
 
 func exitOf(ws syscall.WaitStatus) Exit {
@@ -393,6 +398,7 @@ func (a *Adopted) dispatch(m initMsg) bool {
 		var err error
 		if m.typ == msgError {
 			err = decodeReport(m.rest)
+			a.failed = true
 		} else {
 			a.toolStarted = true
 		}

@@ -466,3 +466,17 @@ func TestAdoptedExecWithoutRecvmsg(t *testing.T) {
 	a.Close()
 	waitProc(t, proc)
 }
+
+// TestAdoptedStartFails: a tool that cannot be exec'd fails Start with the
+// init's report, and the sandbox ends with the setup's status, 125.
+func TestAdoptedStartFails(t *testing.T) {
+	a, proc := adopted(t, &Config{})
+	err := a.Start(context.Background(), []string{"/nonexistent"}, nil, Stdio{})
+	setupErr(t, err, StepExec, unix.ENOENT)
+	if x := a.Wait(); x.Code != exitSetup || x.Signal != 0 {
+		t.Fatalf("after a failed start: %+v, want %d", x, exitSetup)
+	}
+	if x, _ := proc.Wait(); x.Code != exitSetup {
+		t.Fatalf("the init's own status %+v, want %d", x, exitSetup)
+	}
+}
