@@ -23,8 +23,9 @@ func (m *Manager) Posture() Posture { return Posture{} }
 func (m *Manager) Create(string, *specs.LinuxResources) (*Leaf, error) {
 	return nil, ErrUnsupported
 }
-func (m *Manager) CleanStale() error { return ErrUnsupported }
-func (m *Manager) Close() error      { return nil }
+func (m *Manager) CleanStale() error          { return ErrUnsupported }
+func (m *Manager) Open(string) (*Leaf, error) { return nil, ErrUnsupported }
+func (m *Manager) Close() error               { return nil }
 
 // Leaf is a stub outside Linux.
 type Leaf struct{}

@@ -41,7 +41,8 @@ type leafOps interface {
 type Manager struct {
 	log     *slog.Logger
 	owner   owner
-	tree    tree // nil when no cgroup is usable
+	leaves  owner // whose leaves Create makes and Open finds (WithLeafOwner; else owner)
+	tree    tree  // nil when no cgroup is usable
 	posture Posture
 	loan    *lent // the delegated group this process moved out of, given back on Close
 
@@ -80,6 +81,14 @@ func New(opts ...Option) (*Manager, error) {
 			return nil, fmt.Errorf("new cgroups manager: %w", err)
 		}
 		m.owner = o
+	}
+	m.leaves = m.owner
+	if c.leafOwner > 0 {
+		start, err := startTime(c.leafOwner)
+		if err != nil {
+			return nil, fmt.Errorf("new cgroups manager: the leaves' owner %d: %w", c.leafOwner, err)
+		}
+		m.leaves = owner{pid: c.leafOwner, start: start}
 	}
 	m.posture = Posture{Layout: h.Layout}
 	var reason string
@@ -183,12 +192,36 @@ func (m *Manager) Create(id string, res *specs.LinuxResources) (*Leaf, error) {
 			m.log.Debug("cgroup limit not applied", "id", id, "limit", k.String(), "reason", m.posture.Of(k).Reason)
 		}
 	}
-	name := m.owner.leafName(id)
+	name := m.leaves.leafName(id)
 	ops, err := m.tree.create(name, lim)
 	if err != nil {
 		return nil, fmt.Errorf("create cgroup %s: %w", id, err)
 	}
 	return &Leaf{id: id, ops: ops, log: m.log}, nil
+}
+
+// Open finds the leaf id that Create made for this Manager's leaf owner
+// (this process, unless WithLeafOwner), in another process perhaps: a
+// monitor holds the leaf its create made for it. It returns an error
+// wrapping os.ErrNotExist when there is none.
+func (m *Manager) Open(id string) (*Leaf, error) {
+	if err := validID(id); err != nil {
+		return nil, err
+	}
+	if m.tree == nil {
+		return nil, fmt.Errorf("open cgroup %s: no cgroup is usable here: %w", id, os.ErrNotExist)
+	}
+	names, err := m.tree.leaves()
+	if err != nil {
+		return nil, fmt.Errorf("open cgroup %s: %w", id, err)
+	}
+	name := m.leaves.leafName(id)
+	for _, n := range names {
+		if n == name {
+			return &Leaf{id: id, ops: m.tree.open(name), log: m.log}, nil
+		}
+	}
+	return nil, fmt.Errorf("open cgroup %s: %w", id, os.ErrNotExist)
 }
 
 // CleanStale removes the leaves of moat processes that are gone (same pid

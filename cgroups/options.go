@@ -18,6 +18,7 @@ type config struct {
 
 	parentSet bool   // WithParent was given
 	bus       string // the user's systemd manager's D-Bus address
+	leafOwner int    // WithLeafOwner's pid, or 0
 }
 
 // WithParent sets the group leaves are created in. A relative path is
@@ -41,3 +42,10 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithHost uses an already detected Host instead of calling Detect.
 func WithHost(h *Host) Option { return func(c *config) { c.host = h } }
+
+// WithLeafOwner names the leaves Create makes after process pid instead of
+// the caller (its start time is read in New, so pid must run then): they
+// are stale, for CleanStale, once that process is gone, not the caller.
+// moat-runtime's create makes a container's leaf for the container's
+// monitor, which holds it (Open) and outlives create.
+func WithLeafOwner(pid int) Option { return func(c *config) { c.leafOwner = pid } }

@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 9 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces
+const ConfigVersion = 10 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec
 
 // Network modes.
 const (
@@ -155,6 +155,9 @@ type wire struct {
 	// static binary, with the C tail in it, for the init to hand over to
 	// (tail_linux.go).
 	Tail bool `json:"tail,omitempty"`
+	// Handover: the init has no parent-death signal (WithHandover); the
+	// identity switch must not arm one again.
+	Handover bool `json:"handover,omitempty"`
 	// Sources are the inodes the parent opened for Rootfs, Workdir and each
 	// of Mounts (hostpath_linux.go); the child mounts nothing else.
 	Sources sourceIDs `json:"sources"`

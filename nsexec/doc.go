@@ -5,7 +5,11 @@
 // set and an optional seccomp filter installed just before the tool is
 // started. The init stays pid 1 of the pid namespace and the tool is its
 // only child: the init forwards every catchable signal to it, reaps, and
-// ends with it, reporting the tool's own status; it dies with its launcher.
+// ends with it, reporting the tool's own status; it dies with its launcher
+// (a sandbox prepared WithHandover, with whichever process holds its sync
+// socket: Pending.Detach hands it over, Adopt takes it). The launcher that
+// holds it may have it fork more processes beside the tool (Adopted.Exec),
+// which inherit the tool's namespaces, cgroup, filter and credentials.
 // A pod's sandbox may instead be born in the network, IPC, UTS, pid or
 // cgroup namespace of another (WithJoin; never one of the host's); in a
 // joined pid namespace the init is not pid 1 and ends what the tool leaves

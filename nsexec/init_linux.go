@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -94,6 +95,13 @@ type child struct {
 	// so it is the child subreaper of what it starts and ends it itself
 	// (pid1_linux.go, endDescendants).
 	reaper bool
+	// tool is the tool's pid once it runs (supervise), for leave.
+	tool int
+	// handover: no parent-death signal (WithHandover).
+	handover bool
+	// sendMu serializes the init's messages to its launcher once the
+	// tool runs (the reaper's, the exec thread's).
+	sendMu sync.Mutex
 }
 
 // mark records the end of a stage when tracing.
@@ -119,7 +127,7 @@ func (c *child) run() error {
 	if err != nil {
 		return stepErr(StepConfig, "", err.Error(), err)
 	}
-	c.cfg, c.setGroups, c.trace, c.deferred, c.srcs = w.Config, w.SetGroups, w.Trace, w.Deferred, w.Sources
+	c.cfg, c.setGroups, c.trace, c.deferred, c.srcs, c.handover = w.Config, w.SetGroups, w.Trace, w.Deferred, w.Sources, w.Handover
 	next := firstTasksFD + w.Tasks // the descriptors after the tasks files
 	if c.tail = w.Tail; c.tail {
 		c.self, next = next, next+1

@@ -74,3 +74,15 @@ func (s *Pending) Exec(ctx context.Context, args, env []string, stdio Stdio) (*P
 
 // Close does nothing.
 func (s *Pending) Close() error { return nil }
+
+// Detach returns ErrUnsupported.
+func (s *Pending) Detach() (*Handover, *Process, error) { return nil, nil, ErrUnsupported }
+
+// Adopted is never created on this system.
+type Adopted struct{}
+
+// Adopt returns ErrUnsupported.
+func Adopt(h *Handover, opts ...Option) (*Adopted, error) { return nil, ErrUnsupported }
+
+// Exec is never created on this system.
+type Exec struct{}

@@ -32,6 +32,7 @@ type options struct {
 	joins     []nsJoin             // WithJoin, WithNetNS
 	noTail    bool                 // WithoutTail
 	chosen    func(Identity) error // WithIdentityChosen
+	handover  bool                 // WithHandover
 }
 
 func newOptions(opts []Option) options {
@@ -53,6 +54,18 @@ func WithInitPath(path string) Option { return func(o *options) { o.initPath = p
 // to the C tail (tail_linux.go), as a build without cgo or a dynamically
 // linked launcher does anyway: for comparisons and for debugging.
 func WithoutTail() Option { return func(o *options) { o.noTail = true } }
+
+// WithHandover prepares a sandbox that may outlive the process that
+// spawned it (Prepare only; Pending.Detach hands it to another process,
+// Adopt takes it there). moat-runtime's create needs it: the engine's
+// subreaper must become the init's parent, so create, the init's parent,
+// exits while the container lives on under a monitor of its own. Such an
+// init has no parent-death signal: its life is tied to its sync socket
+// alone, which every stage of the init reads, or writes, and ends on at
+// its EOF, from its first instruction to its exit (the Go init's
+// watchers, the C tail's poll). Every other sandbox keeps its
+// parent-death signal.
+func WithHandover() Option { return func(o *options) { o.handover = true } }
 
 // WithHandshakeTimeout bounds each wait for the child (default
 // DefaultHandshakeTimeout). A child that does not say hello in time is killed

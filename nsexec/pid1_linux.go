@@ -16,16 +16,18 @@ import (
 // not die of its own `kill -9 $$`, never reaped orphans and outlived a
 // killed launcher once it cleared its own parent-death signal.
 //
-// The init forwards every signal a process can catch to the tool, reaps
+// The init forwards every signal a process can catch to the tool, forks
+// the processes its launcher asks for beside it (pid1exec_linux.go), reaps
 // every child, and when the tool has been reaped sends its wait status to
 // the launcher over the sync socket and exits; the kernel then kills
 // whatever else is left in the namespace (zap_pid_ns_processes). It dies
 // with its launcher: its own parent-death signal (SIGKILL, set at clone,
 // re-armed after the identity switch) fires when the launcher's spawning
 // thread goes, and the sync socket's EOF covers the window before the
-// prctl in the clone child and a launcher that closed its end. Whatever the
-// tool does to its own parent-death signal, session or children, the
-// namespace ends with the init.
+// prctl in the clone child and a launcher that closed its end (and is all
+// there is for an init prepared WithHandover, whose launcher hands it over
+// and exits). Whatever the tool does to its own parent-death signal,
+// session or children, the namespace ends with the init.
 
 // msgStarted is what the init says once the tool was exec'd; msgExit and a
 // 4-byte big-endian wait status once the tool was reaped.
@@ -109,9 +111,14 @@ func (c *child) subscribe() {
 // directly, without the round trips of a SIGCHLD through the Go runtime's
 // signal goroutine. The forwarding stays on the exec thread, the one that
 // forked the tool; every thread has the tool's credentials by now
-// (dropEveryThread), so kill(2) passes the permission check from any.
+// (dropEveryThread), so kill(2) passes the permission check from any. The
+// processes the launcher asks for (pid1exec_linux.go) are forked on the
+// exec thread too, as the tool was.
 func (c *child) supervise(tool int, fwd chan os.Signal) {
-	go c.watchLauncher(tool)
+	c.tool = tool // before any goroutine that may leave (pid1exec_linux.go)
+	execs := newExecTable()
+	forks := make(chan execFork)
+	go c.serveLauncher(execs, forks)
 	go func() {
 		for {
 			var ws unix.WaitStatus
@@ -125,13 +132,38 @@ func (c *child) supervise(tool int, fwd chan os.Signal) {
 			if pid == tool {
 				c.exit(tool, ws)
 			}
+			if id, ok := execs.reaped(pid); ok {
+				c.send(execMsg(msgExecExit, id, uint32(ws)))
+			}
 			// An orphan re-parented to the init: reaped, nothing more.
 		}
 	}()
-	for s := range fwd {
-		// A signal the tool sent to pid 1 comes back to it; the init itself
-		// never acts on one.
-		_ = unix.Kill(tool, s.(syscall.Signal))
+	for {
+		select {
+		case s := <-fwd:
+			// A signal the tool sent to pid 1 comes back to it; the init
+			// itself never acts on one.
+			_ = unix.Kill(tool, s.(syscall.Signal))
+		case f := <-forks:
+			c.forkExec(f, execs)
+		}
+	}
+}
+
+// send writes one message to the launcher, whole, whichever goroutine has
+// one; a launcher that is gone ends the sandbox (as serveLauncher's EOF).
+func (c *child) send(b []byte) {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	for len(b) > 0 {
+		n, err := unix.SendmsgN(c.sync, b, nil, nil, unix.MSG_NOSIGNAL)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			c.leave(exitLauncherGone)
+		}
+		b = b[n:]
 	}
 }
 
@@ -141,29 +173,13 @@ func (c *child) supervise(tool int, fwd chan os.Signal) {
 func (c *child) exit(tool int, ws unix.WaitStatus) {
 	c.endDescendants(tool)
 	msg := binary.BigEndian.AppendUint32([]byte{msgExit}, uint32(ws))
+	c.sendMu.Lock() // held to the end: nothing is sent after the exit
 	_, _ = unix.SendmsgN(c.sync, msg, nil, nil, unix.MSG_NOSIGNAL)
 	code := ws.ExitStatus()
 	if ws.Signaled() {
 		code = 128 + int(ws.Signal())
 	}
 	os.Exit(code)
-}
-
-// watchLauncher ends the sandbox when the launcher's end of the sync socket
-// closes: the launcher died (its parent-death signal may have been lost to
-// the race between clone and prctl) or gave up on the sandbox.
-func (c *child) watchLauncher(tool int) {
-	var b [64]byte
-	for {
-		n, err := unix.Read(c.sync, b[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if n <= 0 {
-			c.endDescendants(tool)
-			os.Exit(exitLauncherGone)
-		}
-	}
 }
 
 // forwarded lists every signal a process can catch but SIGCHLD, which is

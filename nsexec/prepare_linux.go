@@ -20,6 +20,9 @@ type Pending struct {
 	proc    *Process
 	sync    *os.File
 	timeout time.Duration
+	// pidfd is the init's pidfd when it was prepared WithHandover (Detach
+	// hands it over), else nil.
+	pidfd *os.File
 
 	mu   sync.Mutex
 	used bool
@@ -39,12 +42,22 @@ func Prepare(ctx context.Context, cfg *Config, opts ...Option) (*Pending, error)
 		return nil, err
 	}
 	c.Args, c.Env = nil, nil
+	if o.handover && c.Workdir != "" {
+		// A lent workdir is given back when its sandbox is reaped, which
+		// a launcher that hands the sandbox over does not see.
+		return nil, &ConfigError{Field: "workdir", Value: c.Workdir, Reason: "a sandbox prepared WithHandover cannot be lent a workdir; bind it as a mount instead"}
+	}
 	p, sync, err := spawn(ctx, c, Stdio{}, &o, true)
 	if err != nil {
 		return nil, err
 	}
 	o.logger.Debug("sandbox prepared", "pid", p.Pid())
-	return &Pending{proc: p, sync: sync, timeout: o.timeout}, nil
+	s := &Pending{proc: p, sync: sync, timeout: o.timeout}
+	if p.pidfd >= 0 {
+		s.pidfd = os.NewFile(uintptr(p.pidfd), "sandbox-pidfd")
+		p.pidfd = -1
+	}
+	return s, nil
 }
 
 // HostIdentity returns the host ids of the waiting sandbox (Process.HostIdentity).
@@ -104,6 +117,7 @@ func (s *Pending) Exec(ctx context.Context, args, env []string, stdio Stdio) (*P
 		stop()
 		s.sync.SetDeadline(time.Time{})
 	}
+	s.closePidFD()
 	if err != nil {
 		s.sync.Close()
 		s.proc.abort()
@@ -113,20 +127,42 @@ func (s *Pending) Exec(ctx context.Context, args, env []string, stdio Stdio) (*P
 	return s.proc, nil
 }
 
+// closePidFD drops the pidfd of a sandbox that is not handed over.
+func (s *Pending) closePidFD() {
+	if s.pidfd != nil {
+		s.pidfd.Close()
+		s.pidfd = nil
+	}
+}
+
 // send writes the request frame with the three stdio descriptors attached
 // to its first bytes (SCM_RIGHTS), then the rest of the frame if the first
 // sendmsg took only part of it.
 func (s *Pending) send(ctx context.Context, frame []byte, files []*os.File) error {
-	rights := unix.UnixRights(int(files[0].Fd()), int(files[1].Fd()), int(files[2].Fd()))
-	conn, err := s.sync.SyscallConn()
+	if err := sendRights(s.sync, frame, files, s.timeout); err != nil {
+		return s.proc.wireErr(ctx, err, errors.New("nsexec: the prepared sandbox went away before its request"))
+	}
+	return nil
+}
+
+// sendRights writes frame on the sync socket with the descriptors of files
+// attached to its first bytes (SCM_RIGHTS), then the rest of the frame if
+// the first sendmsg took only part of it, within timeout.
+func sendRights(sync *os.File, frame []byte, files []*os.File, timeout time.Duration) error {
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	conn, err := sync.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("nsexec: sandbox sync socket: %w", err)
 	}
-	s.sync.SetWriteDeadline(time.Now().Add(s.timeout))
+	sync.SetWriteDeadline(time.Now().Add(timeout))
+	defer sync.SetWriteDeadline(time.Time{})
 	var n int
 	var serr error
 	werr := conn.Write(func(fd uintptr) bool {
-		n, serr = unix.SendmsgN(int(fd), frame, rights, nil, unix.MSG_NOSIGNAL)
+		n, serr = unix.SendmsgN(int(fd), frame, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL)
 		return serr != unix.EAGAIN
 	})
 	runtime.KeepAlive(files) // the descriptors stay open until sendmsg returned
@@ -134,13 +170,9 @@ func (s *Pending) send(ctx context.Context, frame []byte, files []*os.File) erro
 		werr = serr
 	}
 	if werr == nil && n < len(frame) {
-		_, werr = s.sync.Write(frame[n:])
+		_, werr = sync.Write(frame[n:])
 	}
-	s.sync.SetWriteDeadline(time.Time{})
-	if werr != nil {
-		return s.proc.wireErr(ctx, werr, errors.New("nsexec: the prepared sandbox went away before its request"))
-	}
-	return nil
+	return werr
 }
 
 // Close ends a sandbox that was not used: it closes the sync socket (the
@@ -157,6 +189,7 @@ func (s *Pending) Close() error {
 }
 
 func (s *Pending) kill() {
+	s.closePidFD()
 	s.sync.Close()
 	s.proc.abort()
 }

@@ -98,7 +98,12 @@ func (c *child) switchIdentity() error {
 	}
 	// A credential change clears the parent-death signal
 	// (kernel/cred.c commit_creds); re-arm it on the exec thread, whose value
-	// the tool inherits (rootlesskit re-arms it for the same reason).
+	// the tool inherits (rootlesskit re-arms it for the same reason). An
+	// init to hand over has none (WithHandover): its sync socket alone
+	// ties it to its launcher.
+	if c.handover {
+		return nil
+	}
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
 		return stepErr(StepIdentity, "", "PR_SET_PDEATHSIG", err)
 	}

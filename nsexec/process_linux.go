@@ -34,6 +34,9 @@ type Process struct {
 	uids     []IDMap // the sandbox's user namespace maps
 	gids     []IDMap
 	lease    *idLease // the host id's lock, when it came from the range
+	// pidfd is the child's pidfd from its clone (WithHandover), or -1;
+	// Prepare moves it to the Pending.
+	pidfd int
 
 	// sync is the launcher's end of the sync socket, held while the sandbox
 	// runs (the init ends the sandbox at its EOF) and read for the tool's

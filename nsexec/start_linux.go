@@ -29,6 +29,9 @@ func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Proc
 		return nil, err
 	}
 	o := newOptions(opts)
+	if o.handover {
+		return nil, errors.New("nsexec: WithHandover is for Prepare: a started sandbox stays its launcher's")
+	}
 	c, err := normalize(cfg, false)
 	if err != nil {
 		return nil, err
@@ -94,7 +97,7 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 		defer tail.Close()
 	}
 	frame, err := encodeFrame(&wire{Config: c, SetGroups: m.setgroups, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Tail: tail != nil, Sources: paths.ids,
-		Proc: j.has(unix.CLONE_NEWPID), KeepHostname: j.has(unix.CLONE_NEWUTS)})
+		Proc: j.has(unix.CLONE_NEWPID), KeepHostname: j.has(unix.CLONE_NEWUTS), Handover: o.handover})
 	if err != nil {
 		paths.giveBack(o.logger)
 		return nil, nil, err
@@ -128,8 +131,11 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	}
 	// A lent workdir is given back once the child is reaped, whichever way it
 	// ends (Process.own), before Wait returns.
-	p := &Process{done: make(chan struct{}), lease: m.lease, hostID: id, uids: m.uids, gids: m.gids, after: func() { paths.giveBack(o.logger) }}
+	p := &Process{done: make(chan struct{}), lease: m.lease, hostID: id, uids: m.uids, gids: m.gids, after: func() { paths.giveBack(o.logger) }, pidfd: -1}
 	p.joins, p.idMounts = j, idm
+	if o.handover {
+		attr.Sys.PidFD = &p.pidfd // CLONE_PIDFD: a handle on this very child (Handover.PidFD)
+	}
 	started := make(chan error, 1)
 	t0 := monotonic()
 	go p.own(initPath, attr, started)
@@ -273,8 +279,12 @@ func sysProcAttr(c *Config, m *mapping, o *options, j *joins) *syscall.SysProcAt
 		AmbientCaps:                initCapsFor(c.Caps),
 		Setsid:                     true,
 		// Fires when the spawning thread exits (golang/go#27505), so own()
-		// keeps that thread locked for the child's whole life.
+		// keeps that thread locked for the child's whole life. A sandbox
+		// to hand over has none (WithHandover).
 		Pdeathsig: syscall.SIGKILL,
+	}
+	if o.handover {
+		attr.Pdeathsig = 0
 	}
 	if o.cgroupFD >= 0 {
 		attr.UseCgroupFD, attr.CgroupFD = true, o.cgroupFD

@@ -16,9 +16,10 @@ package nsexec
 //
 // Its inputs are its one environment variable (descriptor numbers and the
 // filter's length), the descriptors the Go side left open (the sync socket,
-// the filter's memfd) and the request, which it checks as strictly as the
+// the filter's memfd), the request, which it checks as strictly as the
 // Go decoder (moat_parse_request; TestTailRequestParser and
-// FuzzWireRequest compare both).
+// FuzzWireRequest compare both), and once the tool runs the launcher's exec
+// requests (tail_exec.h; TestExecParsers and FuzzWireExec).
 
 #define _GNU_SOURCE
 #include <errno.h>
@@ -462,9 +463,20 @@ static void moat_exit_with(int status) {
 	_exit(WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status));
 }
 
+// moat_leave ends the sandbox without a status to report (the launcher is
+// gone, or broke the protocol), first ending what the tail started in a
+// joined pid namespace.
+static void moat_leave(int code) {
+	moat_end_descendants();
+	_exit(code);
+}
+
+#include "tail_exec.h"
+
 // moat_reap reaps every child that has ended: the tool (then the tail
-// reports and exits; the kernel kills what is left in the namespace) and
-// orphans re-parented to pid 1.
+// reports and exits; the kernel kills what is left in the namespace), the
+// processes started on request (tail_exec.h), reported, and orphans
+// re-parented to pid 1.
 static void moat_reap(void) {
 	for (;;) {
 		int status;
@@ -475,6 +487,7 @@ static void moat_reap(void) {
 			return;
 		if (w == moat_tool)
 			moat_exit_with(status);
+		moat_exec_reaped(w, status);
 	}
 }
 
@@ -601,10 +614,8 @@ static void moat_tail(const char *params) {
 	close(1);
 	close(2);
 	moat_close_but(moat_sync, sfd);
-	if (moat_send("S", 1) != 0) {
-		moat_end_descendants();
-		_exit(MOAT_EXIT_GONE);
-	}
+	if (moat_send("S", 1) != 0)
+		moat_leave(MOAT_EXIT_GONE);
 	struct pollfd pf[2] = {{sfd, POLLIN, 0}, {moat_sync, POLLIN, 0}};
 	for (;;) {
 		if (poll(pf, 2, -1) < 0) {
@@ -624,16 +635,10 @@ static void moat_tail(const char *params) {
 					kill(moat_tool, (int)si[i].ssi_signo);
 			}
 		}
-		if (pf[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-			// The launcher's end closed (it died, or gave up): the
-			// sandbox ends with the tail.
-			char b[64];
-			ssize_t n = read(moat_sync, b, sizeof b);
-			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
-				moat_end_descendants();
-				_exit(MOAT_EXIT_GONE);
-			}
-		}
+		if (pf[1].revents & (POLLIN | POLLHUP | POLLERR))
+			// A request (tail_exec.h), or the launcher's end closed (it
+			// died, or gave up): then the sandbox ends with the tail.
+			moat_serve();
 	}
 }
 
@@ -712,6 +717,27 @@ import (
 
 // haveTail: this build links the C tail, so the init hands over to it.
 const haveTail = true
+
+// tailParseExec runs the tail's exec parser on body (for the tests): the
+// request's numbers, cwd and counts of args and of all strings, or why it
+// refuses the body.
+func tailParseExec(body []byte) (r execRequest, argc, total int, why string) {
+	b := C.CBytes(append(append([]byte(nil), body...), 0))
+	defer C.free(b)
+	cwd := (*C.char)(C.calloc(4096, 1))
+	defer C.free(unsafe.Pointer(cwd))
+	var h C.struct_moat_exec_hdr
+	var t C.size_t
+	var w *C.char
+	if C.moat_test_parse_exec((*C.char)(b), C.size_t(len(body)), &h, &t, cwd, 4096, &w) != 0 {
+		return r, 0, 0, "out of memory"
+	}
+	if w != nil {
+		return r, 0, 0, C.GoString(w)
+	}
+	r = execRequest{ID: uint32(h.id), UID: uint32(h.uid), GID: uint32(h.gid), Cwd: C.GoString(cwd)}
+	return r, int(h.argc), int(t), ""
+}
 
 // tailParse runs the tail's request parser on body (for the tests): the
 // count of args and of all strings, or why it refuses the body.

@@ -10,8 +10,10 @@ const haveTail = false
 
 func tailOrigNofile() (unix.Rlimit, bool) { return unix.Rlimit{}, false }
 
-// tailParse, tailSteps, tailLookup and tailDefaultPath exist for the tests, which skip without a tail.
+// tailParse, tailParseExec, tailSteps, tailLookup and tailDefaultPath exist for the tests, which skip without a tail.
 func tailParse([]byte) (argc, total int, why string) { return 0, 0, "no tail" }
+
+func tailParseExec([]byte) (r execRequest, argc, total int, why string) { return r, 0, 0, "no tail" }
 
 func tailSteps() map[Step]int { return nil }
 

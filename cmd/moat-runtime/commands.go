@@ -24,8 +24,9 @@ func (r *runtime) open(id string) (*oci.Dir, error) {
 	return root.Open(id)
 }
 
-// current reads a container's state and says whether its monitor still
-// runs; a monitor that is gone means stopped, whatever was recorded.
+// current reads a container's state and says whether its init still runs
+// (not a zombie); an init that is gone means stopped, whatever was
+// recorded. The init dies with the monitor (its sync socket's end).
 func current(d *oci.Dir) (*oci.State, bool, error) {
 	st, err := d.ReadState()
 	if err != nil {
@@ -75,9 +76,9 @@ func (r *runtime) start(args []string) error {
 	}
 	defer d.Close()
 	if !alive || st.Status != specs.StateCreated {
-		return fmt.Errorf("start container %s: it is %s, not created", st.ID, st.Status)
+		return fmt.Errorf("start container %s: %w", st.ID, startRefusal(st.Status))
 	}
-	if err := request(d.At(controlSocket), "start"); err != nil {
+	if err := request(d.At(controlSocket), ctlRequest{Op: "start"}); err != nil {
 		return fmt.Errorf("start container %s: %w", st.ID, err)
 	}
 	return nil
@@ -118,18 +119,22 @@ func (r *runtime) kill(args []string) error {
 		return err
 	}
 	defer d.Close()
+	all := flags["all"] || flags["a"]
 	st, alive, err := current(d)
 	if err != nil {
 		return err
 	}
 	if !alive {
+		if all {
+			return nil // runc: kill --all of a stopped container succeeds
+		}
 		return fmt.Errorf("kill container %s: %w", pos[0], errNotRunning)
 	}
-	line := "kill " + strconv.Itoa(int(sig))
-	if flags["all"] || flags["a"] {
-		line += " all"
+	err = request(d.At(controlSocket), ctlRequest{Op: "kill", Signal: int(sig), All: all})
+	if errors.Is(err, errNotRunning) && all {
+		return nil
 	}
-	if err := request(d.At(controlSocket), line); err != nil {
+	if err != nil {
 		return fmt.Errorf("kill container %s (%s): %w", pos[0], st.Status, err)
 	}
 	return nil
@@ -178,25 +183,28 @@ func (r *runtime) delete(args []string) error {
 			// fails and has no effect (runc ends a created one; engines
 			// pass --force for that).
 			d.Close()
-			return fmt.Errorf("delete container %s: it is %s, not stopped; kill it first or use --force", id, st.Status)
+			return deleteRefusal(id, st.Status)
 		}
-		if st.Status != specs.StateStopped {
-			request(d.At(controlSocket), "kill "+strconv.Itoa(int(unix.SIGKILL))+" all")
-		}
-		// A stopped container's monitor is on its way out.
+		request(d.At(controlSocket), ctlRequest{Op: "kill", Signal: int(unix.SIGKILL), All: true})
 		if !waitGone(st.Pid, st.PidStart, 10*time.Second) {
 			d.Close()
-			return fmt.Errorf("delete container %s: its monitor (pid %d) did not end after SIGKILL", id, st.Pid)
+			return fmt.Errorf("delete container %s: its init (pid %d) did not end after SIGKILL", id, st.Pid)
 		}
+	}
+	if st != nil && st.Monitor > 0 {
+		// The monitor records the end and removes the cgroup leaf, then
+		// exits: the state goes after it.
+		waitGone(st.Monitor, st.MonitorStart, 10*time.Second)
 	}
 	if err := d.Remove(); err != nil {
 		return err
 	}
-	if st != nil && st.Exit == nil {
+	if st == nil || st.Exit == nil {
 		// The monitor died without recording the end (killed; current
-		// reads it as stopped, so the status cannot tell): its cgroup
-		// leaf, if any, is left; moat removes the leaves whose owner is
-		// gone, as every moat process does at start.
+		// reads it as stopped, so the status cannot tell), or before it
+		// wrote any state: its cgroup leaf, if any, is left; moat removes
+		// the leaves whose owner is gone, as every moat process does at
+		// start.
 		cleanStale()
 	}
 	return nil

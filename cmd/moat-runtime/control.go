@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -14,42 +12,91 @@ import (
 
 // The monitor listens on a unix socket in the container's state directory
 // (0700, so only the runtime's user reaches it; the peer's uid is checked
-// too). A request is one line, the answer one line: "ok" or "error: ...".
+// too). A request is one JSON line (lines.go), and so is each answer:
 //
-//	start          the created container's process starts
-//	kill SIG [all] SIG goes to the container (a created one ends)
+//	{"op":"start"}                 the created container's process starts
+//	{"op":"kill","signal":N,"all"} N goes to the container (a created one ends)
+//	{"op":"exec","exec":{...}}     a process starts beside it (exec.go), with
+//	                               its three stdio descriptors attached; the
+//	                               answer {"pid":P} comes once it runs, then
+//	                               {"exit":{...}} when it ends. Meanwhile the
+//	                               client may send {"op":"signal","signal":N}
+//	                               for it; the connection's EOF before the
+//	                               exit kills it (its waiter is gone)
 const controlSocket = "ctl"
 
 // controlTimeout bounds one request; a start waits for the exec.
 const controlTimeout = 15 * time.Second
 
-// request sends one request to the monitor of the container whose state
-// directory is reached through at.
-func request(at, line string) error {
+// ctlRequest is one request on the control socket.
+type ctlRequest struct {
+	Op     string       `json:"op"`
+	Signal int          `json:"signal,omitempty"`
+	All    bool         `json:"all,omitempty"`
+	Exec   *execRequest `json:"exec,omitempty"`
+}
+
+// ctlReply is one answer.
+type ctlReply struct {
+	OK    bool        `json:"ok,omitempty"`
+	Error string      `json:"error,omitempty"`
+	Pid   int         `json:"pid,omitempty"`
+	Exit  *exitStatus `json:"exit,omitempty"`
+}
+
+// exitStatus is how an exec'd process ended: its code, or the signal that
+// killed it.
+type exitStatus struct {
+	Code   int `json:"code"`
+	Signal int `json:"signal,omitempty"`
+}
+
+// dialControl connects to the monitor of the container whose state
+// directory is reached through at; a monitor that is gone is
+// errNotRunning.
+func dialControl(at string) (*net.UnixConn, error) {
 	conn, err := net.DialTimeout("unix", at, controlTimeout)
 	if err != nil {
 		if errors.Is(err, unix.ECONNREFUSED) || errors.Is(err, unix.ENOENT) {
-			return errNotRunning
+			return nil, errNotRunning
 		}
-		return fmt.Errorf("reach the container's monitor: %w", err)
+		return nil, fmt.Errorf("reach the container's monitor: %w", err)
+	}
+	return conn.(*net.UnixConn), nil
+}
+
+// request sends one request to the monitor and returns its answer's error.
+func request(at string, req ctlRequest) error {
+	conn, err := dialControl(at)
+	if err != nil {
+		return err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(controlTimeout))
-	if _, err := fmt.Fprintf(conn, "%s\n", line); err != nil {
+	if err := writeLine(conn, req); err != nil {
 		return fmt.Errorf("reach the container's monitor: %w", err)
 	}
-	answer, err := bufio.NewReader(conn).ReadString('\n')
+	var rep ctlReply
+	lc := &lineConn{c: conn}
+	files, err := lc.readLine(&rep)
+	closeAll(files)
 	if err != nil {
-		return fmt.Errorf("the container's monitor did not answer %q: %w", line, err)
+		return fmt.Errorf("the container's monitor did not answer %q: %w", req.Op, err)
 	}
-	answer = strings.TrimSuffix(answer, "\n")
-	if answer == "ok" {
-		return nil
+	if !rep.OK {
+		return errors.New(rep.Error)
 	}
-	return errors.New(strings.TrimPrefix(answer, "error: "))
+	return nil
 }
 
-var errNotRunning = errors.New("the container is not running (its monitor is gone)")
+// reply sends the answer to a request: ok, or the error.
+func reply(c *net.UnixConn, err error) {
+	if err != nil {
+		writeLine(c, ctlReply{Error: err.Error()})
+		return
+	}
+	writeLine(c, ctlReply{OK: true})
+}
 
 // peerAllowed says whether the connecting process runs as the monitor's
 // own user (or root).

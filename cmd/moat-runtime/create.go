@@ -1,18 +1,20 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/moat-sandbox/moat/nsexec"
 	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	"github.com/moat-sandbox/moat/nsexec/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,17 +56,29 @@ func (r *runtime) create(args []string) error {
 	if err != nil {
 		return err
 	}
-	mon, err := r.createContainer(o)
+	c, err := r.createContainer(o)
 	if err != nil {
 		return err
 	}
-	return mon.Process.Release()
+	// The init and the monitor are this process's children: once it
+	// exits, they are the engine's subreaper's (handoff.go).
+	c.mon.Process.Release()
+	return nil
 }
 
-// createContainer checks the bundle, makes the state directory and starts
-// the monitor, which prepares the sandbox; it returns once the container
-// is created (or failed, with the monitor's reason).
-func (r *runtime) createContainer(o createOpts) (*exec.Cmd, error) {
+// container is what createContainer made: the monitor and the init, both
+// this process's children until it exits.
+type container struct {
+	id   string
+	mon  *exec.Cmd
+	init *nsexec.Process
+}
+
+// createContainer checks the bundle, makes the state directory, starts the
+// monitor, spawns the sandbox and hands it over (handoff.go); it returns
+// once the container is created, or with the reason it is not and nothing
+// of it left.
+func (r *runtime) createContainer(o createOpts) (*container, error) {
 	if err := oci.ValidID(o.id); err != nil {
 		return nil, err
 	}
@@ -72,7 +86,8 @@ func (r *runtime) createContainer(o createOpts) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := oci.Translate(spec, bundle, nsexec.IsHostRoot()); err != nil {
+	plan, err := oci.Translate(spec, bundle, nsexec.IsHostRoot())
+	if err != nil {
 		return nil, err
 	}
 	root, err := oci.OpenRoot(r.global.root)
@@ -84,15 +99,44 @@ func (r *runtime) createContainer(o createOpts) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	self, err := os.Executable()
+	defer dir.Close()
+	mon, conn, err := r.startMonitor(root, o.id)
 	if err != nil {
-		dir.Remove()
+		removeDir(root, o.id)
 		return nil, err
 	}
-	rd, wr, err := os.Pipe()
+	init, err := r.handOver(o, spec, bundle, plan, dir, mon, conn)
 	if err != nil {
-		dir.Remove()
+		// The monitor undoes what is left at the socket's EOF before a
+		// commit (the sandbox, the leaf, the state directory); create
+		// returns once it has.
+		conn.Close()
+		waitMonitor(mon)
+		removeDir(root, o.id)
 		return nil, err
+	}
+	conn.Close()
+	return &container{id: o.id, mon: mon, init: init}, nil
+}
+
+// startMonitor starts the container's monitor, waiting for its handoff on
+// a socketpair, in its own session, as runc's init has: the caller's
+// terminal signals reach the container through the engine, not by
+// accident. Its stdio is this process's, the container's process's to be.
+func (r *runtime) startMonitor(root *oci.Root, id string) (*exec.Cmd, *net.UnixConn, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start the container's monitor: %w", err)
+	}
+	theirs := os.NewFile(uintptr(fds[1]), "handoff")
+	defer theirs.Close()
+	mine, err := handoffConn(os.NewFile(uintptr(fds[0]), "handoff"))
+	if err != nil {
+		return nil, nil, err
 	}
 	args := []string{"--root", root.Path(), "--log-format", r.global.logFormat}
 	if r.global.logPath != "" {
@@ -101,44 +145,104 @@ func (r *runtime) createContainer(o createOpts) (*exec.Cmd, error) {
 	if r.global.debug {
 		args = append(args, "--debug")
 	}
-	args = append(args, monitorCommand, o.id, bundle, o.consoleSocket)
-	mon := exec.Command(self, args...)
+	mon := exec.Command(self, append(args, monitorCommand, id)...)
 	mon.Stdin, mon.Stdout, mon.Stderr = os.Stdin, os.Stdout, os.Stderr
-	mon.ExtraFiles = []*os.File{wr}
-	// Its own session, as runc's init has: the caller's terminal signals
-	// reach the container through the engine, not by accident.
+	mon.ExtraFiles = []*os.File{theirs} // handoffFD
 	mon.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := mon.Start(); err != nil {
-		wr.Close()
-		rd.Close()
-		dir.Remove()
-		return nil, fmt.Errorf("start the container's monitor: %w", err)
+		mine.Close()
+		return nil, nil, fmt.Errorf("start the container's monitor: %w", err)
 	}
-	wr.Close()
-	var rep ready
-	err = json.NewDecoder(rd).Decode(&rep)
-	rd.Close()
-	if err != nil || rep.Error != "" {
-		mon.Process.Kill()
-		mon.Wait()
-		dir.Remove()
+	return mon, mine, nil
+}
+
+// handOver spawns the container's sandbox and gives it to the monitor; it
+// returns the init, this process's child, once the monitor has it and the
+// pid file is written.
+func (r *runtime) handOver(o createOpts, spec *specs.Spec, bundle string, plan *oci.Plan, dir *oci.Dir, mon *exec.Cmd, conn *net.UnixConn) (*nsexec.Process, error) {
+	sb, err := prepareSandbox(o, spec, plan, r.log.logger, mon.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
+	defer sb.close()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: dir.At(controlSocket), Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen for the container's control requests: %w", err)
+	}
+	// The listening socket stays bound for the monitor, which gets a copy.
+	ln.SetUnlinkOnClose(false)
+	lnFile, err := ln.File()
+	ln.Close()
+	if err != nil {
+		return nil, fmt.Errorf("listen for the container's control requests: %w", err)
+	}
+	defer lnFile.Close()
+	h, proc, err := sb.pending.Detach()
+	if err != nil {
+		return nil, fmt.Errorf("create the sandbox: %w", err)
+	}
+	sb.pending = nil
+	// This process's copies go once the monitor has its own: from then
+	// on the sandbox lives as long as the monitor holds the sync socket.
+	defer h.Close()
+	msg := &handoff{ID: o.id, Bundle: bundle, Annotations: spec.Annotations, Pid: h.Pid, HostID: h.HostID,
+		Lease: h.Lease != nil, Pty: sb.pty != nil, Args: plan.Args, Env: plan.Env,
+		Cwd: plan.Config.Cwd, UID: plan.Config.UID, GID: plan.Config.GID, Process: spec.Process, Caps: heldCaps(plan)}
+	if sb.leaf != nil {
+		msg.Leaf = leafID(o.id)
+	}
+	files := append(h.Files(), lnFile)
+	if sb.pty != nil {
+		files = append(files, sb.pty)
+	}
+	conn.SetDeadline(time.Now().Add(handoffTimeout))
+	if err := writeLine(conn, msg, files...); err != nil {
+		proc.Signal(unix.SIGKILL)
+		return nil, fmt.Errorf("hand the container to its monitor: %w", err)
+	}
+	var rep handoffReply
+	lc := &lineConn{c: conn}
+	if got, err := lc.readLine(&rep); err != nil || !rep.OK {
+		closeAll(got)
+		proc.Signal(unix.SIGKILL)
 		if rep.Error != "" {
 			return nil, errors.New(rep.Error)
 		}
-		return nil, fmt.Errorf("the container's monitor failed before it reported: %w", err)
+		return nil, fmt.Errorf("the container's monitor failed before it answered: %w", err)
 	}
-	dir.Close()
 	if o.pidFile != "" {
-		if err := writePidFile(o.pidFile, rep.Pid); err != nil {
-			mon.Process.Kill()
-			mon.Wait()
-			if d, derr := root.Open(o.id); derr == nil {
-				d.Remove()
-			}
+		if err := writePidFile(o.pidFile, h.Pid); err != nil {
 			return nil, err
 		}
 	}
-	return mon, nil
+	if err := writeLine(conn, handoffCommit{Commit: true}); err != nil {
+		return nil, fmt.Errorf("hand the container to its monitor: %w", err)
+	}
+	sb.leaf = nil // the monitor's now
+	return proc, nil
+}
+
+// handoffTimeout bounds create's wait for its monitor.
+const handoffTimeout = 30 * time.Second
+
+// waitMonitor waits (a bounded while) for a monitor that is undoing a
+// failed create.
+func waitMonitor(mon *exec.Cmd) {
+	done := make(chan struct{})
+	go func() { mon.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(handoffTimeout):
+		mon.Process.Kill()
+		<-done
+	}
+}
+
+// removeDir removes a container's state directory, if it is still there.
+func removeDir(root *oci.Root, id string) {
+	if d, err := root.Open(id); err == nil {
+		d.Remove()
+	}
 }
 
 // writePidFile writes pid to path through a new file renamed into place,
@@ -176,49 +280,52 @@ func writePidFile(path string, pid int) error {
 }
 
 // runCmd is runc run: create, start, and unless --detach wait for the
-// container and exit with its status.
+// container and exit with its status. This process is create, the init's
+// parent: it reaps the init itself, as runc run does.
 func (r *runtime) runCmd(args []string) error {
 	o, flags, err := parseCreate(args)
 	if err != nil {
 		return err
 	}
-	mon, err := r.createContainer(o)
+	c, err := r.createContainer(o)
 	if err != nil {
 		return err
 	}
 	if err := r.start([]string{o.id}); err != nil {
-		mon.Process.Kill()
-		mon.Wait()
+		c.init.Signal(unix.SIGKILL)
+		c.init.Wait()
+		c.mon.Wait()
+		r.remove(o.id)
 		return err
 	}
 	if flags["detach"] || flags["d"] {
-		return mon.Process.Release()
+		c.mon.Process.Release()
+		return nil
 	}
-	// runc run forwards the signals it gets to the container: the monitor
-	// forwards them on to the container's init.
+	// runc run forwards the signals it gets to the container's init,
+	// which forwards them on to the process.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
 	go func() {
 		for sig := range sigs {
-			mon.Process.Signal(sig)
+			c.init.Signal(sig)
 		}
 	}()
-	err = mon.Wait()
+	x, err := c.init.Wait()
 	signal.Stop(sigs)
 	close(sigs)
+	// The monitor records the end and removes the cgroup leaf.
+	waitMonitor(c.mon)
 	if !flags["keep"] {
 		r.remove(o.id)
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		ws := ee.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			return exitCode(128 + int(ws.Signal()))
-		}
-		return exitCode(ws.ExitStatus())
 	}
 	if err != nil {
 		return err
 	}
-	return nil
+	// The init exits with the process's status, 128+N for signal N; an
+	// init killed itself (SIGKILL) shows as the signal.
+	if x.Signal != 0 {
+		return exitCode(128 + int(x.Signal))
+	}
+	return exitCode(x.Code)
 }

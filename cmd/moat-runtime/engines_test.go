@@ -261,6 +261,35 @@ func podmanChecks(t *testing.T, p *podman, root bool) {
 		}
 		p.run("rm", id2)
 	})
+	t.Run("exec", func(t *testing.T) {
+		// podman exec goes through conmon: exec --detach --pid-file
+		// --process, the waiter's pid reaped by conmon for the status.
+		id, errs, code := p.run(append(append([]string{"run", "-d", "--name", p.name(t)}, runFlags()...), testImage, "sleep", "100")...)
+		if code != 0 {
+			t.Fatalf("run -d: exit %d: %s", code, errs)
+		}
+		id = strings.TrimSpace(id)
+		defer p.run("rm", "-f", id)
+		out, errs, code := p.run("exec", id, "/bin/sh", "-c", "echo exec-ok $(id -u); grep NoNewPrivs /proc/self/status; exit 3")
+		if code != 3 || !strings.Contains(out, "exec-ok 0") || !strings.Contains(out, "NoNewPrivs:\t1") {
+			t.Fatalf("podman exec: exit %d, output %q: %s", code, out, errs)
+		}
+		out, errs, code = p.run("exec", "-t", id, "/bin/sh", "-c", "test -t 0 && echo tty-ok")
+		if code != 0 || out != "tty-ok\r\n" {
+			t.Fatalf("podman exec -t: exit %d, output %q: %s", code, out, errs)
+		}
+		in := p.cmd("exec", "-i", id, "/bin/cat")
+		in.Stdin = strings.NewReader("piped\n")
+		if out, errs, code := cmdOut(t, in); code != 0 || out != "piped\n" {
+			t.Fatalf("podman exec -i: exit %d, output %q: %s", code, out, errs)
+		}
+		// top lists the container's processes: the pid podman has is
+		// the container's init, in the container's pid namespace.
+		out, errs, code = p.run("top", id, "pid", "args")
+		if code != 0 || !strings.Contains(out, "sleep 100") || strings.Contains(out, "podman") {
+			t.Fatalf("podman top: exit %d, output %q: %s", code, out, errs)
+		}
+	})
 	t.Run("rm-f", func(t *testing.T) {
 		id, errs, code := p.run(append(append([]string{"run", "-d", "--name", p.name(t)}, runFlags()...), testImage, "sleep", "100")...)
 		if code != 0 {
@@ -449,6 +478,29 @@ func TestContainerd(t *testing.T) {
 	out, errs, code := c("run", "--rm", "--read-only", "--runc-binary", rt, "docker.io/moat/oci-test:busybox", "t-ro", "/bin/sh", "-c", "touch /x 2>&1")
 	if !strings.Contains(out, "Read-only file system") {
 		t.Errorf("ctr run --read-only: exit %d, %q, want a read-only root: %s", code, out, errs)
+	}
+	// ctr task exec: the runc shim runs exec --detach --pid-file
+	// --process and reaps the waiter for the exec'd process's status.
+	if _, errs, code := c("run", "-d", "--runc-binary", rt, "docker.io/moat/oci-test:busybox", "t-exec", "sleep", "100"); code != 0 {
+		t.Fatalf("ctr run -d: exit %d: %s", code, errs)
+	}
+	defer func() {
+		c("task", "kill", "-s", "KILL", "t-exec")
+		for i := 0; i < 50; i++ {
+			if _, _, code := c("task", "delete", "t-exec"); code == 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c("container", "delete", "t-exec")
+	}()
+	out, errs, code = c("task", "exec", "--exec-id", "e1", "t-exec", "/bin/sh", "-c", "echo exec-ok; exit 4")
+	if code != 4 || out != "exec-ok\n" {
+		t.Errorf("ctr task exec: exit %d, output %q: %s", code, out, errs)
+	}
+	out, errs, code = c("task", "exec", "--exec-id", "e2", "t-exec", "/bin/sh", "-c", "kill -TERM $$")
+	if code != 143 {
+		t.Errorf("ctr task exec of a process killed by SIGTERM: exit %d, output %q: %s", code, out, errs)
 	}
 }
 

@@ -43,7 +43,7 @@ func TestJSONLog(t *testing.T) {
 	root := t.TempDir()
 	logf := filepath.Join(t.TempDir(), "log.json")
 	_, errs, code := rt(t, root, "--log", logf, "--log-format", "json", "state", "missing")
-	if code != 1 || !strings.Contains(errs, "no container") {
+	if code != 1 || !strings.Contains(errs, "does not exist") {
 		t.Fatalf("state of a missing container: exit %d: %s", code, errs)
 	}
 	b, err := os.ReadFile(logf)
@@ -51,7 +51,7 @@ func TestJSONLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rec struct{ Level, Msg string }
-	if err := json.Unmarshal(b, &rec); err != nil || rec.Level != "error" || !strings.Contains(rec.Msg, "no container") {
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Level != "error" || !strings.Contains(rec.Msg, "does not exist") {
 		t.Fatalf("log %q: %+v %v", b, rec, err)
 	}
 }

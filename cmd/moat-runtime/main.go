@@ -7,11 +7,13 @@
 // a bundle and an ID where moat's takes a command, and an engine names a
 // runtime by path, so a separate name keeps both command lines whole.
 //
-// Between create and start the container is a prepared moat sandbox
-// (nsexec.Prepare) held by a monitor process of moat-runtime, the pid an
-// engine is given: it starts the process when told to over a unix socket
-// in the container's state directory, forwards signals, and exits with the
-// container's status, as gVisor's runsc reports its sandbox process.
+// create spawns the container's sandbox itself (nsexec.Prepare), so that
+// the pid an engine is given is the sandbox's init and, once create exits,
+// the child of the engine's subreaper, which reaps it and sees the
+// container's status; a monitor process of moat-runtime holds the sandbox
+// from then on (handoff.go): it starts the process when told to over a
+// unix socket in the container's state directory, signals it, has the init
+// fork the processes exec asks for (exec.go), and records the end.
 package main
 
 import (
@@ -43,8 +45,11 @@ func run(args []string) int {
 		return exitUsage
 	}
 	cmd, cargs := rest[0], rest[1:]
-	if cmd == monitorCommand {
+	switch cmd {
+	case monitorCommand:
 		return monitorMain(g, cargs)
+	case waiterCommand:
+		return waiterMain(cargs)
 	}
 	r := &runtime{global: g}
 	r.log = openLog(g)
@@ -67,8 +72,10 @@ func run(args []string) int {
 		fn = r.features
 	case "list":
 		fn = r.list
-	case "exec", "pause", "resume", "checkpoint", "restore", "update", "ps", "events", "spec":
-		err = fmt.Errorf("%s is not supported by moat-runtime: a moat sandbox runs exactly the process its config names (exec into a container comes later; see the README)", cmd)
+	case "exec":
+		fn = r.execCmd
+	case "pause", "resume", "checkpoint", "restore", "update", "ps", "events", "spec":
+		err = fmt.Errorf("%s is not supported by moat-runtime (see the README's OCI section)", cmd)
 	case "--version", "-v", "version":
 		fmt.Printf("moat-runtime version 0.1\nspec: 1.2.0\n")
 		return 0
@@ -105,6 +112,8 @@ commands (runc's):
   run --bundle DIR [--pid-file FILE] [--console-socket SOCK] [--detach] ID
   state ID
   kill [--all] ID [SIGNAL]
+  exec [--process FILE] [--tty] [--console-socket SOCK] [--detach] [--pid-file FILE]
+       [--cwd DIR] [--env K=V]... [--user UID[:GID]] [--cap CAP]... ID [COMMAND...]
   delete [--force] ID
   list
   features

@@ -24,6 +24,10 @@ func TestMain(m *testing.M) {
 		nsexec.Init()
 		os.Exit(run(os.Args[1:]))
 	}
+	nsexec.Init()
+	if os.Getenv(subreaperVar) != "" {
+		os.Exit(subreaperMain())
+	}
 	conformance.Main(m, func() {
 		if binDir != "" {
 			os.RemoveAll(binDir)
@@ -72,7 +76,7 @@ func runtimeBin(t *testing.T) string {
 }
 
 // busyboxCommands are the links the test image gets.
-var busyboxCommands = []string{"sh", "true", "false", "id", "cat", "echo", "sleep", "ls", "pwd", "env", "kill", "tty", "head", "tail", "seq", "touch", "hostname", "test", "stat", "grep", "ip", "su", "mount", "chown"}
+var busyboxCommands = []string{"sh", "true", "false", "id", "cat", "echo", "sleep", "ls", "pwd", "env", "kill", "tty", "head", "tail", "seq", "touch", "hostname", "test", "stat", "grep", "ip", "su", "mount", "chown", "mkdir", "readlink", "ps", "wc"}
 
 // testRootfs builds the offline test image's root: Debian's busybox-static
 // binary and its links, in a directory every user can read (no image is

@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,253 +21,249 @@ import (
 // monitorCommand is the hidden command create starts the monitor with.
 const monitorCommand = "__monitor"
 
-// readyFD is the monitor's end of the pipe on which it tells create
-// whether the container was created.
-const readyFD = 3
-
-// ready is the monitor's one report to create.
-type ready struct {
-	Pid   int    `json:"pid,omitempty"`
-	Error string `json:"error,omitempty"`
-}
-
-// monitor holds one container: the prepared sandbox until start, then the
-// running one, until it ends.
+// monitor holds one container once create handed it over (handoff.go):
+// the prepared sandbox until start, then the running one, until it ends. It
+// is not the init's parent (the engine's subreaper is): it learns the end
+// from the init's report and its pidfd (nsexec.Adopted).
 type monitor struct {
 	id    string
+	h     *handoff
 	dir   *oci.Dir
 	state *oci.State
-	plan  *oci.Plan
 	log   *slog.Logger
+	sb    *nsexec.Adopted
 	leaf  *cgroups.Leaf
 	stdio nsexec.Stdio
 	pty   *os.File // the terminal's slave, when process.terminal
 	ln    *net.UnixListener
-	sigs  chan os.Signal
 
-	mu      sync.Mutex
-	pending *nsexec.Pending
-	proc    *nsexec.Process
+	mu       sync.Mutex
+	started  bool
+	killed   syscall.Signal // what ended a created container
+	sessions int            // requests still to answer
+	closing  bool           // no new request once the container ended
+	idle     *sync.Cond
 }
 
-// monitorMain is the monitor process: argv is ID BUNDLE CONSOLE-SOCKET.
-// It never returns on success: it exits with the container's status.
+// monitorMain is the monitor process: argv is the container's ID, and the
+// handoff comes on handoffFD. It returns once the container has ended, or
+// at once when create failed or was killed before its commit, after
+// undoing what create left.
 func monitorMain(g global, argv []string) int {
-	readyPipe := os.NewFile(readyFD, "ready")
 	rl := openLog(g)
-	fail := func(err error) int {
-		rl.logger.Error(err.Error())
-		json.NewEncoder(readyPipe).Encode(ready{Error: err.Error()})
+	defer rl.close()
+	log := rl.logger
+	if len(argv) != 1 {
+		log.Error("monitor: want the container's ID")
 		return exitFail
 	}
-	if len(argv) != 3 {
-		return fail(errors.New("monitor: want ID BUNDLE CONSOLE-SOCKET"))
-	}
-	m, err := newMonitor(g, rl.logger, argv[0], argv[1], argv[2])
+	id := argv[0]
+	conn, err := handoffConn(os.NewFile(handoffFD, "handoff"))
 	if err != nil {
-		return fail(err)
+		log.Error(err.Error())
+		return exitFail
 	}
-	// Signals sent to the monitor (the pid the engine knows) go to the
-	// container, as they would to runc's init.
-	m.sigs = make(chan os.Signal, 8)
-	signal.Notify(m.sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
-	json.NewEncoder(readyPipe).Encode(ready{Pid: os.Getpid()})
-	readyPipe.Close()
+	defer conn.Close()
+	lc := &lineConn{c: conn}
+	var h handoff
+	files, err := lc.readLine(&h)
+	if err != nil {
+		// create failed, or was killed, before its handoff.
+		undoCreate(g, id, nil, log)
+		return exitFail
+	}
+	m, err := adopt(g, log, id, &h, files)
+	if err != nil {
+		writeLine(conn, handoffReply{Error: err.Error()})
+		undoCreate(g, id, nil, log)
+		return exitFail
+	}
+	writeLine(conn, handoffReply{OK: true})
+	var commit handoffCommit
+	if got, err := lc.readLine(&commit); err != nil || !commit.Commit {
+		closeAll(got)
+		log.Debug("create ended before its commit", "id", id, "err", err)
+		undoCreate(g, id, m, log)
+		return exitFail
+	}
+	conn.Close()
 	return m.serve()
 }
 
-func newMonitor(g global, log *slog.Logger, id, bundle, consoleSocket string) (*monitor, error) {
+// undoCreate ends what a create that did not commit left: the sandbox (if
+// the monitor has it), the cgroup leaf create made for the monitor, and
+// the state directory.
+func undoCreate(g global, id string, m *monitor, log *slog.Logger) {
+	if m != nil {
+		m.sb.Close()
+		m.ln.Close()
+	}
+	if leaf, err := openLeaf(id, log); err == nil {
+		if err := leaf.Delete(); err != nil {
+			log.Warn("remove the cgroup of a failed create", "err", err)
+		}
+	}
+	if root, err := oci.OpenRoot(g.root); err == nil {
+		removeDir(root, id)
+		root.Close()
+	}
+}
+
+// adopt takes the handed-over sandbox and writes the created state.
+func adopt(g global, log *slog.Logger, id string, h *handoff, files []*os.File) (*monitor, error) {
+	ho, lnFile, pty, err := h.split(files)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := nsexec.Adopt(ho, nsexec.WithLogger(log))
+	if err != nil {
+		lnFile.Close()
+		if pty != nil {
+			pty.Close()
+		}
+		return nil, err
+	}
+	m := &monitor{id: id, h: h, log: log, sb: sb, pty: pty,
+		stdio: nsexec.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}}
+	m.idle = sync.NewCond(&m.mu)
+	fail := func(err error) (*monitor, error) {
+		sb.Close()
+		if m.ln != nil {
+			m.ln.Close()
+		}
+		if pty != nil {
+			pty.Close()
+		}
+		return nil, err
+	}
+	l, err := net.FileListener(lnFile)
+	lnFile.Close()
+	if err != nil {
+		return fail(fmt.Errorf("the control socket: %w", err))
+	}
+	m.ln = l.(*net.UnixListener)
+	m.ln.SetUnlinkOnClose(false)
+	if pty != nil {
+		m.stdio = nsexec.Stdio{Stdin: pty, Stdout: pty, Stderr: pty}
+	}
+	if h.Leaf != "" {
+		if m.leaf, err = openLeaf(id, log); err != nil {
+			return fail(fmt.Errorf("the container's cgroup: %w", err))
+		}
+	}
 	root, err := oci.OpenRoot(g.root)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	dir, err := root.Open(id)
+	defer root.Close()
+	if m.dir, err = root.Open(id); err != nil {
+		return fail(err)
+	}
+	start, err := oci.StartTime(h.Pid)
 	if err != nil {
-		return nil, err
+		return fail(fmt.Errorf("the container's init %d: %w", h.Pid, err))
 	}
-	spec, bundle, err := oci.LoadBundle(bundle)
+	mstart, err := oci.StartTime(os.Getpid())
 	if err != nil {
-		return nil, err
-	}
-	plan, err := oci.Translate(spec, bundle, nsexec.IsHostRoot())
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range plan.Notes {
-		log.Debug("config", "note", n)
-	}
-	m := &monitor{id: id, dir: dir, plan: plan, log: log,
-		stdio: nsexec.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}}
-	if plan.Terminal {
-		if consoleSocket == "" {
-			return nil, errors.New("process.terminal is set but no --console-socket was given")
-		}
-		if m.pty, err = sendConsole(consoleSocket, plan.ConsoleSize); err != nil {
-			return nil, err
-		}
-		m.stdio = nsexec.Stdio{Stdin: m.pty, Stdout: m.pty, Stderr: m.pty}
-	}
-	if err := oci.CreateTargets(plan.Config.Rootfs, plan.Targets); err != nil {
-		return nil, err
-	}
-	prog, err := filterFor(plan.Seccomp)
-	if err != nil {
-		return nil, err
-	}
-	cfg := plan.Config
-	cfg.Seccomp = prog
-	raiseRlimits(cfg.Rlimits)
-	opts := append([]nsexec.Option{nsexec.WithLogger(log)}, initOption()...)
-	opts = append(opts, identityOptions(plan)...)
-	jopts, closeJoins, err := joinOptions(plan)
-	if err != nil {
-		return nil, err
-	}
-	defer closeJoins()
-	opts = append(opts, jopts...)
-	leaf, copts, placed, err := cgroupFor(id, plan.Resources, log)
-	if err != nil {
-		return nil, err
-	}
-	m.leaf = leaf
-	opts = append(opts, copts...)
-	cfg.CgroupNS = plan.CgroupNS && leaf != nil
-	pending, err := nsexec.Prepare(context.Background(), &cfg, opts...)
-	placed()
-	if err != nil {
-		m.deleteLeaf()
-		return nil, fmt.Errorf("create the sandbox: %w", err)
-	}
-	if err := oci.SetOOMScoreAdj(pending.Pid(), plan.OOMScoreAdj); err != nil {
-		pending.Close()
-		m.deleteLeaf()
-		return nil, err
-	}
-	m.pending = pending
-	if m.ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: dir.At(controlSocket), Net: "unix"}); err != nil {
-		pending.Close()
-		m.deleteLeaf()
-		return nil, fmt.Errorf("listen for start: %w", err)
-	}
-	start, err := oci.StartTime(os.Getpid())
-	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	m.state = &oci.State{State: specs.State{Version: specs.Version, ID: id, Status: specs.StateCreated,
-		Pid: os.Getpid(), Bundle: bundle, Annotations: spec.Annotations}, PidStart: start, Created: time.Now().UTC()}
-	if err := dir.WriteState(m.state); err != nil {
-		pending.Close()
-		m.deleteLeaf()
-		return nil, err
+		Pid: h.Pid, Bundle: h.Bundle, Annotations: h.Annotations}, PidStart: start,
+		Monitor: os.Getpid(), MonitorStart: mstart, Created: time.Now().UTC()}
+	if err := m.dir.WriteState(m.state); err != nil {
+		return fail(err)
 	}
 	return m, nil
 }
 
-// serve answers start and kill until the container ends, then exits with
-// its status.
+// serve answers the control socket until the container ends, then records
+// the end and removes the cgroup leaf.
 func (m *monitor) serve() int {
-	conns := make(chan *net.UnixConn)
 	go func() {
 		for {
 			c, err := m.ln.AcceptUnix()
 			if err != nil {
 				return
 			}
-			conns <- c
+			go m.handle(c)
 		}
 	}()
-	exited := make(chan nsexec.Exit, 1)
-	pendingDone := m.pending.Done()
-	for {
-		select {
-		case c := <-conns:
-			m.answer(c, exited)
-		case sig := <-m.sigs:
-			if st, done := m.signal(sig.(syscall.Signal), false); done {
-				return m.finish(st)
-			}
-		case <-pendingDone:
-			// The prepared sandbox died before its start.
-			m.log.Warn("the created sandbox ended before start")
-			return m.finish(nsexec.Exit{Code: 137, Signal: unix.SIGKILL})
-		case st := <-exited:
-			return m.finish(st)
-		}
-		m.mu.Lock()
-		if m.pending == nil {
-			pendingDone = nil
-		}
-		m.mu.Unlock()
-	}
+	<-m.sb.Done()
+	m.finish()
+	return 0
 }
 
-func (m *monitor) answer(c *net.UnixConn, exited chan nsexec.Exit) {
+// handle answers one connection.
+func (m *monitor) handle(c *net.UnixConn) {
 	defer c.Close()
 	if !peerAllowed(c) {
 		return
 	}
-	c.SetDeadline(time.Now().Add(controlTimeout))
-	line, err := bufio.NewReader(c).ReadString('\n')
+	// Every request is answered before the monitor exits: a process that
+	// ends at once must not take the answer to its start with it.
+	live := m.beginSession()
+	if live {
+		defer m.endSession()
+	}
+	c.SetReadDeadline(time.Now().Add(controlTimeout))
+	lc := &lineConn{c: c}
+	var req ctlRequest
+	files, err := lc.readLine(&req)
 	if err != nil {
 		return
 	}
-	f := strings.Fields(line)
-	reply := func(err error) {
-		if err != nil {
-			fmt.Fprintf(c, "error: %v\n", err)
-			return
-		}
-		fmt.Fprintln(c, "ok")
+	if req.Op != "exec" {
+		closeAll(files)
 	}
-	switch {
-	case len(f) == 1 && f[0] == "start":
-		reply(m.startProcess(exited))
-	case len(f) >= 2 && f[0] == "kill":
-		n, err := strconv.Atoi(f[1])
-		if err != nil || n <= 0 || n > 64 {
-			reply(fmt.Errorf("bad signal %q", f[1]))
+	c.SetReadDeadline(time.Time{})
+	if !live {
+		closeAll(files)
+		if req.Op == "exec" {
+			reply(c, execRefusal(specs.StateStopped))
+		} else {
+			reply(c, errNotRunning)
+		}
+		return
+	}
+	switch req.Op {
+	case "start":
+		reply(c, m.startProcess())
+	case "kill":
+		if req.Signal <= 0 || req.Signal > 64 {
+			reply(c, fmt.Errorf("bad signal %d", req.Signal))
 			return
 		}
-		st, done := m.signal(syscall.Signal(n), len(f) == 3 && f[2] == "all")
-		reply(nil)
-		if done {
-			c.Close()
-			os.Exit(m.finish(st))
-		}
+		reply(c, m.signal(syscall.Signal(req.Signal), req.All))
+	case "exec":
+		m.execSession(c, lc, req.Exec, files)
 	default:
-		reply(fmt.Errorf("unknown request %q", strings.TrimSpace(line)))
+		reply(c, fmt.Errorf("unknown request %q", req.Op))
 	}
 }
 
 // startProcess hands the prepared sandbox its process.
-func (m *monitor) startProcess(exited chan nsexec.Exit) error {
+func (m *monitor) startProcess() error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.pending == nil {
-		return fmt.Errorf("container %s is %s, not created", m.id, m.state.Status)
+	if m.started || m.killed != 0 {
+		st := m.state.Status
+		m.mu.Unlock()
+		return startRefusal(st)
 	}
-	p := m.pending
-	m.pending = nil
-	proc, err := p.Exec(context.Background(), m.plan.Args, m.plan.Env, m.stdio)
+	m.started = true
+	m.mu.Unlock()
+	err := m.sb.Start(context.Background(), m.h.Args, m.h.Env, m.stdio)
 	if err != nil {
-		m.state.Status = specs.StateStopped
-		m.dir.WriteState(m.state)
-		go func() { exited <- nsexec.Exit{Code: 127} }()
+		// The sandbox is gone: finish records it stopped.
 		return fmt.Errorf("start the container's process: %w", err)
 	}
-	m.proc = proc
 	m.dropStdio()
+	m.mu.Lock()
 	m.state.Status = specs.StateRunning
-	if err := m.dir.WriteState(m.state); err != nil {
+	err = m.dir.WriteState(m.state)
+	m.mu.Unlock()
+	if err != nil {
 		m.log.Warn("record the running state", "err", err)
 	}
-	go func() {
-		st, err := proc.Wait()
-		if err != nil {
-			m.log.Warn("wait for the container", "err", err)
-		}
-		exited <- st
-	}()
 	return nil
 }
 
@@ -292,59 +283,71 @@ func (m *monitor) dropStdio() {
 	}
 }
 
-// signal sends sig to the container: a created one ends (its status as if
-// sig had killed it), a running one's init forwards it to the process.
-// With all and SIGKILL the whole cgroup leaf is killed too.
-func (m *monitor) signal(sig syscall.Signal, all bool) (nsexec.Exit, bool) {
+// signal sends sig to the container: a created one ends (killed: a
+// prepared init queues catchable signals for a process that never comes),
+// a running one's init forwards it to the process. With all and SIGKILL
+// the whole cgroup leaf is killed too. A container that has ended is
+// errNotRunning, but for --all, which runc answers with success.
+func (m *monitor) signal(sig syscall.Signal, all bool) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.pending != nil {
-		m.pending.Close()
-		m.pending = nil
-		return nsexec.Exit{Code: 128 + int(sig), Signal: sig}, true
+	started := m.started
+	if !started && m.killed == 0 {
+		m.killed = sig
 	}
-	if m.proc == nil {
-		return nsexec.Exit{}, false
+	m.mu.Unlock()
+	if !started {
+		sig = unix.SIGKILL
 	}
 	if all && sig == unix.SIGKILL && m.leaf != nil {
-		m.leaf.Kill()
+		if err := m.leaf.Kill(); err != nil {
+			m.log.Warn("kill the container's cgroup", "err", err)
+		}
 	}
-	if err := m.proc.Signal(sig); err != nil {
-		m.log.Debug("signal the container", "signal", sig, "err", err)
+	err := m.sb.Signal(sig)
+	if errors.Is(err, nsexec.ErrSandboxGone) {
+		if all {
+			return nil
+		}
+		return errNotRunning
 	}
-	return nsexec.Exit{}, false
+	return err
 }
 
-// finish records the stopped state, removes the cgroup leaf and returns
-// the status the monitor exits with (or dies of the same signal).
-func (m *monitor) finish(st nsexec.Exit) int {
+// finish records the stopped state and the status, waits (a bounded
+// while) for the requests in flight to be answered (an exec's end among
+// them), and removes the cgroup leaf.
+func (m *monitor) finish() {
 	m.ln.Close()
-	m.deleteLeaf()
-	status := st.Code
-	if st.Signal != 0 {
-		status = 128 + int(st.Signal)
+	x := m.sb.Wait()
+	status := x.Code
+	if x.Signal != 0 {
+		status = 128 + int(x.Signal)
 	}
+	m.mu.Lock()
+	if !m.started && m.killed != 0 {
+		status = 128 + int(m.killed)
+	}
+	m.closing = true
 	m.state.Status = specs.StateStopped
 	m.state.Exit = &status
-	if err := m.dir.WriteState(m.state); err != nil {
+	err := m.dir.WriteState(m.state)
+	deadline := time.AfterFunc(5*time.Second, func() {
+		m.mu.Lock()
+		m.sessions = 0
+		m.idle.Broadcast()
+		m.mu.Unlock()
+	})
+	for m.sessions > 0 {
+		m.idle.Wait()
+	}
+	m.mu.Unlock()
+	deadline.Stop()
+	if err != nil {
 		m.log.Warn("record the stopped state", "err", err)
 	}
-	if st.Signal == unix.SIGKILL || st.Signal == unix.SIGTERM || st.Signal == unix.SIGINT || st.Signal == unix.SIGHUP {
-		// The engine reads a wait status: die of the same signal, so it
-		// sees what runc's init would have shown.
-		signal.Reset(st.Signal)
-		unix.Kill(os.Getpid(), st.Signal)
-		time.Sleep(time.Second)
+	if m.leaf != nil {
+		if err := m.leaf.Delete(); err != nil {
+			m.log.Warn("remove the container's cgroup", "err", err)
+		}
 	}
-	return status
-}
-
-func (m *monitor) deleteLeaf() {
-	if m.leaf == nil {
-		return
-	}
-	if err := m.leaf.Delete(); err != nil {
-		m.log.Warn("remove the container's cgroup", "err", err)
-	}
-	m.leaf = nil
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -65,19 +67,30 @@ func identityOptions(plan *oci.Plan) []nsexec.Option {
 }
 
 // leafName is a container ID as a cgroup leaf name (1 to 128 of
-// [A-Za-z0-9_.-]); another ID is hashed.
+// [A-Za-z0-9_.-]); another ID is hashed (leafID).
 var leafName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
+// leafID is the cgroup leaf's id for container id, the same in create and
+// in the monitor that holds the leaf.
+func leafID(id string) string {
+	if leafName.MatchString(id) {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:16])
+}
+
 // cgroupFor creates the container's cgroup leaf with the limits of res
-// (memory, pids, cpu) and returns the nsexec options that start the
+// (memory, pids, cpu), named for the process owner that will hold it (the
+// container's monitor), and returns the nsexec options that start the
 // sandbox in it. A limit this host cannot enforce is refused, as moat run
 // refuses a limit typed on its command line: the engine asked for it.
-func cgroupFor(id string, res *specs.LinuxResources, log *slog.Logger) (*cgroups.Leaf, []nsexec.Option, func(), error) {
+func cgroupFor(id string, res *specs.LinuxResources, log *slog.Logger, owner int) (*cgroups.Leaf, []nsexec.Option, func(), error) {
 	noop := func() {}
 	if res == nil {
 		return nil, nil, noop, nil
 	}
-	mgr, err := cgroups.New(cgroups.WithLogger(log))
+	mgr, err := cgroups.New(cgroups.WithLogger(log), cgroups.WithLeafOwner(owner))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("cgroups for linux.resources: %w", err)
 	}
@@ -94,12 +107,7 @@ func cgroupFor(id string, res *specs.LinuxResources, log *slog.Logger) (*cgroups
 	if err := mgr.Posture().Require(want...); err != nil {
 		return nil, nil, nil, fmt.Errorf("config.json linux.resources: %w (podman: drop --memory, --pids-limit, --cpus, or --pids-limit 0 for its default; rootless podman on cgroup v1: --cgroups=disabled)", err)
 	}
-	name := id
-	if !leafName.MatchString(name) {
-		sum := sha256.Sum256([]byte(id))
-		name = hex.EncodeToString(sum[:16])
-	}
-	leaf, err := mgr.Create(name, res)
+	leaf, err := mgr.Create(leafID(id), res)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("config.json linux.resources: %w", err)
 	}
@@ -111,7 +119,16 @@ func cgroupFor(id string, res *specs.LinuxResources, log *slog.Logger) (*cgroups
 	return leaf, opts, placed, nil
 }
 
-// raiseRlimits sets the config's rlimits on the monitor itself before the
+// openLeaf finds the leaf create made for this process (the monitor).
+func openLeaf(id string, log *slog.Logger) (*cgroups.Leaf, error) {
+	mgr, err := cgroups.New(cgroups.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	return mgr.Open(leafID(id))
+}
+
+// raiseRlimits sets the config's rlimits on create itself before the
 // sandbox is spawned, so that a hard limit above the current one (podman
 // asks RLIMIT_NOFILE 1048576) is raised here, where host root may, and the
 // init only sets what it inherited. Rootless this fails for such a limit,
@@ -122,9 +139,10 @@ func raiseRlimits(rl []specs.POSIXRlimit) {
 		if !ok {
 			continue
 		}
-		// Only raised, never lowered: the monitor keeps serving start and
-		// kill (a NOFILE of 4 would end its accepts, a small CPU limit
-		// would kill it with SIGXCPU); the init sets the exact values.
+		// Only raised, never lowered: the monitor, started before, keeps
+		// serving start, kill and exec (a NOFILE of 4 would end its
+		// accepts, a small CPU limit would kill it with SIGXCPU); the init
+		// sets the exact values.
 		var cur syscall.Rlimit
 		if syscall.Getrlimit(res, &cur) != nil || (cur.Max >= r.Hard && cur.Cur >= r.Soft) {
 			continue
@@ -158,7 +176,7 @@ func initOption() []nsexec.Option {
 }
 
 // cleanStale removes the cgroup leaves of moat processes that are gone
-// (cgroups.Manager.CleanStale), here a monitor that was killed.
+// (cgroups.Manager.CleanStale), here those of a monitor that was killed.
 func cleanStale() {
 	mgr, err := cgroups.New()
 	if err != nil {
@@ -166,4 +184,88 @@ func cleanStale() {
 	}
 	mgr.CleanStale()
 	mgr.Close()
+}
+
+// prepared is the container's sandbox as create spawned it, before the
+// handoff: what close undoes if the handoff does not happen.
+type prepared struct {
+	pending *nsexec.Pending
+	leaf    *cgroups.Leaf
+	pty     *os.File // the terminal's slave, when process.terminal
+}
+
+// prepareSandbox spawns the container's sandbox (nsexec.Prepare
+// WithHandover: namespaces, mounts, identity, cgroup leaf, all done; the
+// init waits for its process), its cgroup leaf named for the monitor
+// (monitor, a pid), and its pty when the process has a terminal, whose
+// master goes to the engine's console socket.
+func prepareSandbox(o createOpts, spec *specs.Spec, plan *oci.Plan, log *slog.Logger, monitor int) (*prepared, error) {
+	for _, n := range plan.Notes {
+		log.Debug("config", "note", n)
+	}
+	sb := &prepared{}
+	ok := false
+	defer func() {
+		if !ok {
+			sb.close()
+		}
+	}()
+	if plan.Terminal {
+		if o.consoleSocket == "" {
+			return nil, errors.New("process.terminal is set but no --console-socket was given")
+		}
+		var err error
+		if sb.pty, err = sendConsole(o.consoleSocket, plan.ConsoleSize); err != nil {
+			return nil, err
+		}
+	}
+	if err := oci.CreateTargets(plan.Config.Rootfs, plan.Targets); err != nil {
+		return nil, err
+	}
+	prog, err := filterFor(plan.Seccomp)
+	if err != nil {
+		return nil, err
+	}
+	cfg := plan.Config
+	cfg.Seccomp = prog
+	raiseRlimits(cfg.Rlimits)
+	opts := append([]nsexec.Option{nsexec.WithLogger(log), nsexec.WithHandover()}, initOption()...)
+	opts = append(opts, identityOptions(plan)...)
+	jopts, closeJoins, err := joinOptions(plan)
+	if err != nil {
+		return nil, err
+	}
+	defer closeJoins()
+	opts = append(opts, jopts...)
+	leaf, copts, placed, err := cgroupFor(o.id, plan.Resources, log, monitor)
+	if err != nil {
+		return nil, err
+	}
+	sb.leaf = leaf
+	opts = append(opts, copts...)
+	cfg.CgroupNS = plan.CgroupNS && leaf != nil
+	sb.pending, err = nsexec.Prepare(context.Background(), &cfg, opts...)
+	placed()
+	if err != nil {
+		return nil, fmt.Errorf("create the sandbox: %w", err)
+	}
+	if err := oci.SetOOMScoreAdj(sb.pending.Pid(), plan.OOMScoreAdj); err != nil {
+		return nil, err
+	}
+	ok = true
+	return sb, nil
+}
+
+// close undoes what the handoff did not take: the sandbox, if not handed
+// over, and the leaf; this process's copy of the pty always.
+func (sb *prepared) close() {
+	if sb.pending != nil {
+		sb.pending.Close()
+	}
+	if sb.leaf != nil {
+		sb.leaf.Delete()
+	}
+	if sb.pty != nil {
+		sb.pty.Close()
+	}
 }

@@ -29,8 +29,10 @@ type IDError struct {
 
 func (e *IDError) Error() string { return fmt.Sprintf("container id %q: %s", e.ID, e.Reason) }
 
-// Errors of the state directory that callers branch on.
+// Errors of the state directory that callers branch on, in runc's words
+// (libcontainer/error.go), which engines match: containerd's runc shim
+// reads "does not exist" as a container that is gone.
 var (
-	ErrExist    = errors.New("a container with this id already exists")
-	ErrNotExist = errors.New("no container with this id")
+	ErrExist    = errors.New("container with given ID already exists")
+	ErrNotExist = errors.New("container does not exist")
 )

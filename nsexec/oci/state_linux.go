@@ -157,13 +157,19 @@ func (d *Dir) Remove() error {
 	return nil
 }
 
-// State is what the runtime keeps of a container: the OCI state and what
-// tells its monitor from a later process with the same pid.
+// State is what the runtime keeps of a container: the OCI state, whose
+// Pid is the container's init, and what tells the init and the monitor
+// from later processes with the same pids.
 type State struct {
 	specs.State
-	// PidStart is the monitor's start time (field 22 of /proc/PID/stat).
-	PidStart uint64    `json:"pidStart,omitempty"`
-	Created  time.Time `json:"created"`
+	// PidStart is the init's start time (field 22 of /proc/PID/stat).
+	PidStart uint64 `json:"pidStart,omitempty"`
+	// Monitor is the pid of the container's monitor, the process that
+	// holds the sandbox and answers the control socket, and MonitorStart
+	// its start time.
+	Monitor      int       `json:"monitor,omitempty"`
+	MonitorStart uint64    `json:"monitorStart,omitempty"`
+	Created      time.Time `json:"created"`
 	// Exit is the wait status the monitor recorded when the process ended.
 	Exit *int `json:"exit,omitempty"`
 }
@@ -221,9 +227,16 @@ func (d *Dir) ReadState() (*State, error) {
 // StartTime returns field 22 of /proc/pid/stat, the process's start time
 // in clock ticks since boot; with the pid it names one process for good.
 func StartTime(pid int) (uint64, error) {
+	_, start, err := procStat(pid)
+	return start, err
+}
+
+// procStat returns field 3 (the state letter) and field 22 (the start time)
+// of /proc/pid/stat.
+func procStat(pid int) (byte, uint64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The command name (field 2) may hold spaces and parentheses: count
 	// from the last ')'.
@@ -232,7 +245,7 @@ func StartTime(pid int) (uint64, error) {
 		i--
 	}
 	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+		return 0, 0, fmt.Errorf("parse /proc/%d/stat", pid)
 	}
 	var f [20]string
 	n := 0
@@ -249,17 +262,20 @@ func StartTime(pid int) (uint64, error) {
 		}
 	}
 	// f[0] is field 3 (state); field 22 is f[19].
-	if n < 20 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	if n < 20 || len(f[0]) != 1 {
+		return 0, 0, fmt.Errorf("parse /proc/%d/stat", pid)
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	t, err := strconv.ParseUint(f[19], 10, 64)
+	return f[0][0], t, err
 }
 
-// Alive says whether the process pid that started at start still runs.
+// Alive says whether the process pid that started at start still runs: a
+// zombie does not (an init that exited and its subreaper has not reaped
+// yet is a stopped container, as runc reads it).
 func Alive(pid int, start uint64) bool {
 	if pid <= 0 {
 		return false
 	}
-	got, err := StartTime(pid)
-	return err == nil && got == start
+	state, got, err := procStat(pid)
+	return err == nil && got == start && state != 'Z' && state != 'X'
 }

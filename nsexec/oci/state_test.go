@@ -3,8 +3,10 @@ package oci
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/moat-sandbox/moat/nsexec/hostpath"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -150,5 +152,28 @@ func TestAlive(t *testing.T) {
 	}
 	if !Alive(os.Getpid(), start) || Alive(os.Getpid(), start+1) || Alive(0, start) {
 		t.Fatal("Alive does not tell this process from another start time")
+	}
+	// An exited, unreaped process is a zombie: not alive.
+	c := exec.Command("/bin/true")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Wait()
+	cs, err := StartTime(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		state, _, err := procStat(c.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state == 'Z' {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if Alive(c.Process.Pid, cs) {
+		t.Fatal("a zombie is alive")
 	}
 }

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// runc's words for what engines branch on, which they read from the
+// runtime's output (containerd's go-runc appends it to the error). In
+// containerd 1.6's runc shim (pkg/process/utils.go checkKillError), a
+// kill's "container not running" means the process already finished
+// (errdefs.ErrNotFound, which StopPodSandbox takes as done) and "does not
+// exist" means no such container; a delete's "does not exist" is ignored
+// (pkg/process/init.go delete). CRI-O (internal/oci runtimeCmd) reads
+// "container not running" as not found too. Other words are "unknown error
+// after kill": containerd retries StopPodSandbox until its deadline, and
+// the pod stays Ready. Each message below carries runc's substring
+// (libcontainer/error.go; start.go, exec.go and delete.go of runc's CLI);
+// TestRuncWording checks them all.
+var errNotRunning = errors.New("container not running")
+
+// startRefusal is start's error for a container that is not created.
+func startRefusal(status specs.ContainerState) error {
+	switch status {
+	case specs.StateStopped:
+		return errors.New("cannot start a container that has stopped")
+	case specs.StateRunning:
+		return errors.New("cannot start an already running container")
+	}
+	return fmt.Errorf("cannot start a container in the %s state", status)
+}
+
+// execRefusal is exec's error for a container that is not running.
+func execRefusal(status specs.ContainerState) error {
+	if status == specs.StateStopped {
+		return errors.New("cannot exec in a stopped container")
+	}
+	return fmt.Errorf("cannot exec in a %s container: only a running one has a process to exec beside (start it first)", status)
+}
+
+// deleteRefusal is delete's error, without --force, for a container that
+// is not stopped.
+func deleteRefusal(id string, status specs.ContainerState) error {
+	return fmt.Errorf("cannot delete container %s that is not stopped: %s (kill it first, or use --force)", id, status)
+}
