@@ -4,10 +4,11 @@ package nsexec
 
 // The C tail is tail.c (with tail_exec.h), its wire parsers tail_wire.c;
 // tail.h declares what this file calls. The flags apply to every C file of
-// the package.
+// the package: warnings are errors, so CI's build of the tree is the C's
+// lint too.
 
 /*
-#cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter
+#cgo CFLAGS: -O2 -Wall -Wextra -Werror
 #include <stdlib.h>
 #include "tail.h"
 */

@@ -144,6 +144,8 @@ static int moat_bc_run(int *failed) {
 }
 
 static void moat_bc_handler(int sig, siginfo_t *si, void *uc) {
+	(void)sig; // SA_SIGINFO's signature; the signal is broadcastSignal
+	(void)uc;
 	int saved = errno;
 	// Only a tgkill(2) of this process is the broadcast's.
 	if (si->si_code != SI_TKILL || si->si_pid != moat_bc_pid) {
