@@ -1,70 +1,17 @@
 // The C tail's side of the exec protocol (execwire_linux.go): included once,
-// by the tail's cgo preamble (tail_cgo_linux.go), after the helpers it uses
-// (moat_send, moat_read_full, moat_lookup, moat_sigmask, moat_be32). The
-// tail forks each requested process from its one thread, as it forked the
-// tool, so the process has the tool's credentials, empty capability sets,
-// securebits, no_new_privs and filter; it gets its three stdio descriptors
-// and nothing else of the tail's (every other one is close-on-exec).
+// by tail.c, after the helpers it uses (moat_send, moat_read_full,
+// moat_lookup, moat_sigmask, moat_leave), so that they and this file's own
+// stay static to the tail. The tail forks each requested process from its
+// one thread, as it forked the tool, so the process has the tool's
+// credentials, empty capability sets, securebits, no_new_privs and filter;
+// it gets its three stdio descriptors and nothing else of the tail's (every
+// other one is close-on-exec).
 //
 // Its input is the launcher's and is checked as strictly as the Go init
-// checks it: moat_parse_exec is decodeExec's twin (TestTailExecParser and
-// FuzzWireExec compare them).
+// checks it: moat_parse_exec (tail_wire.c) is decodeExec's twin
+// (TestExecParsers and FuzzWireExec compare them).
 
 #define MOAT_MAX_EXECS 1024
-#define MOAT_EXEC_HEADER 20
-
-struct moat_exec_hdr {
-	uint32_t id, uid, gid;
-	size_t argc, envc;
-	char *cwd;
-};
-
-// moat_parse_exec checks an exec body and points vec at its strings:
-// vec[0] to vec[argc-1] the args, vec[argc] NULL, then the env and a NULL.
-// vec has room for the count of strings plus 2. It returns NULL, or why
-// the body is refused.
-static const char *moat_parse_exec(char *body, size_t n, char **vec, size_t cap, struct moat_exec_hdr *h) {
-	if (n < MOAT_EXEC_HEADER)
-		return "is shorter than its five numbers";
-	unsigned char *u = (unsigned char *)body;
-	h->id = moat_be32(u);
-	h->uid = moat_be32(u + 4);
-	h->gid = moat_be32(u + 8);
-	uint64_t argc = moat_be32(u + 12), envc = moat_be32(u + 16);
-	if (h->id == 0)
-		return "has id 0, which is reserved";
-	if (h->uid == 0xffffffffu || h->gid == 0xffffffffu)
-		return "has the invalid id 4294967295";
-	if (argc == 0)
-		return "names no program";
-	if (1 + argc + envc > n - MOAT_EXEC_HEADER)
-		return "counts more strings than it has bytes";
-	if (argc + envc + 2 > cap)
-		return "counts more strings than it has bytes";
-	size_t off = MOAT_EXEC_HEADER;
-	for (uint64_t i = 0; i < 1 + argc + envc; i++) {
-		char *s = body + off;
-		char *z = memchr(s, 0, n - off);
-		if (z == NULL)
-			return "ends inside a string";
-		if (i == 0)
-			h->cwd = s;
-		else
-			vec[i - 1 < argc ? i - 1 : i] = s;
-		off = (size_t)(z - body) + 1;
-	}
-	if (off != n)
-		return "has bytes after its last string";
-	if (h->cwd[0] != '/')
-		return "has a cwd that is not an absolute path";
-	if (vec[0][0] == 0)
-		return "names no program";
-	vec[argc] = NULL;
-	vec[argc + envc + 1] = NULL;
-	h->argc = (size_t)argc;
-	h->envc = (size_t)envc;
-	return NULL;
-}
 
 static struct {
 	uint32_t id;
@@ -274,22 +221,4 @@ static void moat_serve(void) {
 		return;
 	}
 	moat_leave(MOAT_EXIT_SETUP);
-}
-
-// For tests: the exec parser alone, on a copy; the cwd is copied out.
-static int moat_test_parse_exec(char *body, size_t n, struct moat_exec_hdr *h, size_t *total, char *cwd, size_t cwdsz, const char **why) {
-	size_t cap = n + 2;
-	char **vec = calloc(cap, sizeof *vec);
-	if (vec == NULL)
-		return -1;
-	*why = moat_parse_exec(body, n, vec, cap, h);
-	*total = 0;
-	cwd[0] = 0;
-	if (*why == NULL) {
-		*total = h->argc + h->envc;
-		snprintf(cwd, cwdsz, "%s", h->cwd);
-	}
-	h->cwd = NULL; // it pointed into body, which the caller frees
-	free(vec);
-	return 0;
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // The init's tail (issue 19). When the launcher's build links it (cgo:
-// tail_cgo_linux.go) and its binary is static, a prepared sandbox's Go init
+// tail.c) and its binary is static, a prepared sandbox's Go init
 // does the setup and then execs that binary into a small C program that
 // stays pid 1: it loads the policy's filter, waits for the request under
 // it, starts the tool, forwards signals from a signalfd, reaps and reports,

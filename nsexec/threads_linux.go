@@ -30,7 +30,7 @@ import (
 // each call through the runtime's all-threads syscall (syscall
 // AllThreadsSyscall6, which stops the world); with cgo, where the runtime
 // refuses that, by a signal to each thread in turn whose handler makes the
-// calls (threads_cgo_linux.go), as glibc's set*id broadcast and libpsx do.
+// calls (threads.c), as glibc's set*id broadcast and libpsx do.
 
 // threadCall is one system call that every thread of the init makes.
 type threadCall struct {
