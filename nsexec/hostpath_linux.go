@@ -80,8 +80,16 @@ func join(a, b string) string {
 
 // hostPaths is what the parent holds for one sandbox's host paths.
 type hostPaths struct {
-	ids  sourceIDs
-	lent *lease // the workdir, while the sandbox's host id uses it
+	ids    sourceIDs
+	owners []owner // of each Config mount's source, as opened (zero for a tmpfs)
+	lent   *lease  // the workdir, while the sandbox's host id uses it
+}
+
+// owner is a source's owner and mode as the parent opened it: what decides
+// whether a read-only bind is owner-mapped (WithOwnerMappedBinds).
+type owner struct {
+	uid  uint32
+	mode uint32 // st_mode: type and permission bits
 }
 
 // openHostPaths opens every host path of c once and, as root, lends the
@@ -105,6 +113,7 @@ func openHostPaths(c *Config, id Identity, root bool, o *options) (*hostPaths, e
 		if m.Type == MountTmpfs {
 			// Nothing of the host's: a fresh tmpfs (normalize checked it).
 			h.ids.Mounts = append(h.ids.Mounts, fileID{})
+			h.owners = append(h.owners, owner{})
 			continue
 		}
 		fd, st, real, err := openHostPath(StepBind, "", m.Source, unix.O_PATH)
@@ -113,6 +122,7 @@ func openHostPaths(c *Config, id Identity, root bool, o *options) (*hostPaths, e
 		}
 		unix.Close(fd)
 		h.ids.Mounts = append(h.ids.Mounts, idOf(st))
+		h.owners = append(h.owners, owner{uid: st.Uid, mode: st.Mode})
 		m.Source = real
 	}
 	if c.Workdir != "" {

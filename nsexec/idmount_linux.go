@@ -101,6 +101,8 @@ type idUse struct {
 	readOnly   bool    // every use is read-only
 	recursive  bool    // a use takes the submounts too
 	explicit   bool    // a mount asked for it (an error if it cannot be had)
+	owned      bool    // owner-mapped (ownermap_linux.go): owner must still own it
+	owner      owner
 	what       string
 }
 
@@ -118,10 +120,13 @@ func mountMaps(m *specs.Mount) (uids, gids []IDMap) {
 
 // prepareIDMounts makes the id-mapped copies c needs: of every bind whose
 // Config mount has maps, and with WithIDMappedMounts of the rootfs and
-// every bind, with the sandbox's own maps. It returns nil when there are
-// none. Rootless an explicit one is refused (a host filesystem cannot be
-// id-mapped but by root); WithIDMappedMounts does nothing.
-func prepareIDMounts(c *Config, ids *sourceIDs, m *mapping, o *options) (*idMounts, error) {
+// every bind, with the sandbox's own maps, and with WithOwnerMappedBinds
+// of the read-only binds ownerMaps picks, mapping their owner alone. It
+// returns nil when there are none. Rootless an explicit one is refused (a
+// host filesystem cannot be id-mapped but by root); WithIDMappedMounts
+// and WithOwnerMappedBinds do nothing.
+func prepareIDMounts(c *Config, paths *hostPaths, m *mapping, o *options) (*idMounts, error) {
+	ids := &paths.ids
 	var uses []*idUse
 	use := func(u idUse) error {
 		for _, p := range uses {
@@ -140,6 +145,8 @@ func prepareIDMounts(c *Config, ids *sourceIDs, m *mapping, o *options) (*idMoun
 		return nil
 	}
 	auto := o.idmapAll && m.root
+	ownerMap := o.ownerMap && m.root && !auto
+	writable := map[fileID]bool{} // sources some bind writes: never owner-mapped
 	lockAll := m.root && c.Caps != nil && c.Caps.all()&(1<<unix.CAP_SYS_ADMIN) != 0
 	if (auto || lockAll) && c.Rootfs != "" && ids.Rootfs != nil {
 		u := idUse{path: c.Rootfs, id: *ids.Rootfs, readOnly: true, recursive: true, what: "rootfs"}
@@ -150,6 +157,7 @@ func prepareIDMounts(c *Config, ids *sourceIDs, m *mapping, o *options) (*idMoun
 			return nil, err
 		}
 	}
+	parsed := make([]mountSpec, len(c.Mounts))
 	for i := range c.Mounts {
 		mt := &c.Mounts[i]
 		if mt.Type == MountTmpfs {
@@ -159,6 +167,17 @@ func prepareIDMounts(c *Config, ids *sourceIDs, m *mapping, o *options) (*idMoun
 		if err != nil {
 			return nil, err
 		}
+		parsed[i] = spec
+		if spec.attr&unix.MOUNT_ATTR_RDONLY == 0 {
+			writable[ids.Mounts[i]] = true
+		}
+	}
+	for i := range c.Mounts {
+		mt := &c.Mounts[i]
+		if mt.Type == MountTmpfs {
+			continue
+		}
+		spec := parsed[i]
 		u := idUse{path: mt.Source, id: ids.Mounts[i], readOnly: spec.attr&unix.MOUNT_ATTR_RDONLY != 0,
 			recursive: spec.recursive, what: fmt.Sprintf("mounts[%d]", i)}
 		if u.uids, u.gids = mountMaps(mt); u.uids != nil {
@@ -169,6 +188,8 @@ func prepareIDMounts(c *Config, ids *sourceIDs, m *mapping, o *options) (*idMoun
 			u.explicit = true
 		} else if auto {
 			u.uids, u.gids = m.uids, m.gids
+		} else if uids, gids := ownerMaps(paths.owners[i], m.id); ownerMap && u.readOnly && !writable[u.id] && uids != nil {
+			u.uids, u.gids, u.explicit, u.owned, u.owner = uids, gids, true, true, paths.owners[i]
 		} else if !lockAll {
 			continue
 		}
@@ -220,6 +241,10 @@ func prepareIDMounts(c *Config, ids *sourceIDs, m *mapping, o *options) (*idMoun
 				return nil, &SetupError{Step: StepBind, Path: u.path, Errno: errnoOf(err), Detail: u.what + ": lock its flags"}
 			}
 		}
+		if err != nil && u.owned {
+			im.close()
+			return nil, ownerMapError(u, err)
+		}
 		if err != nil {
 			im.close()
 			return nil, &SetupError{Step: StepBind, Path: u.path, Errno: errnoOf(err), Detail: u.what + ": id-mapped mount",
@@ -248,7 +273,7 @@ func idMapped(u *idUse, ns int) (int, error) {
 	if err := unix.Fstat(src, &st); err != nil {
 		return -1, err
 	}
-	if idOf(&st) != u.id {
+	if idOf(&st) != u.id || u.owned && st.Uid != u.owner.uid {
 		return -1, unix.ESTALE
 	}
 	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_EMPTY_PATH)

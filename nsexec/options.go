@@ -28,6 +28,7 @@ type options struct {
 	uids      []IDMap  // WithIDMaps
 	gids      []IDMap
 	idmapAll  bool // WithIDMappedMounts
+	ownerMap  bool // WithOwnerMappedBinds
 	trace     func(Trace)
 	joins     []nsJoin             // WithJoin, WithNetNS
 	noTail    bool                 // WithoutTail
@@ -185,6 +186,20 @@ func WithIDMaps(uids, gids []IDMap) Option {
 // what host root owns. Only as root; a filesystem that cannot be
 // id-mapped keeps a plain bind (logged).
 func WithIDMappedMounts() Option { return func(o *options) { o.idmapAll = true } }
+
+// WithOwnerMappedBinds makes a read-only bind that the sandbox's own host
+// id could not open at all (a directory whose mode gives others no
+// search, a file that gives them no read) and that the caller owns an
+// id-mapped mount that maps that one owner to the sandbox's uid
+// (ownermap_linux.go): the tool reads the caller's files there with the
+// owner's permission bits, as a rootless sandbox, which runs as the
+// caller, does; no other id is mapped, the bind stays read-only, nosuid
+// and nodev, and nothing on the host changes. As root only (rootless the
+// sandbox is the caller already). A filesystem that cannot be id-mapped
+// makes Start fail with a *SetupError naming the bind, never a bind the
+// tool cannot open. It does nothing with WithIDMappedMounts, which maps
+// every bind.
+func WithOwnerMappedBinds() Option { return func(o *options) { o.ownerMap = true } }
 
 // idRange is where spawn allocates host ids (WithHostIDRange) or ranges
 // of them (WithHostRangeSpace): count blocks of size ids from first on.

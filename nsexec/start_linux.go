@@ -82,7 +82,7 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	if err != nil {
 		return nil, nil, err
 	}
-	idm, err := prepareIDMounts(c, &paths.ids, m, o)
+	idm, err := prepareIDMounts(c, paths, m, o)
 	if err != nil {
 		paths.giveBack(o.logger)
 		return nil, nil, err

@@ -33,7 +33,11 @@ import (
 // write beside its script, where on the host it cannot, and lose what it
 // wrote. Bound whole, the directory is read-only as on the host, and a
 // runner finds the modules written beside it. A tool that needs another
-// sibling gets it with --bind.
+// sibling gets it with --bind. As root the tool is a host id of its own,
+// for which the caller's 0700 directory is closed: executor/native has
+// nsexec make such a read-only bind an id-mapped mount of its owner onto
+// the tool's uid (nsexec.WithOwnerMappedBinds), and nothing here changes
+// a mode.
 //
 // The exception is the caller's consent to a directory, so only what the
 // caller typed earns it: an interpreter named by a script's #! line (the

@@ -5,7 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/moat-sandbox/moat/conformance/testenv"
 )
 
 // exposeFixture is a host layout: a tool dir outside the system
@@ -266,5 +269,80 @@ func TestRunExposeArgvInterpreterKeepsItsDirectory(t *testing.T) {
 	r := moat(t, "", "run", "--expose-argv", "--", script)
 	if r.code != 0 || r.stdout != "ran\nsecret-hidden\n" {
 		t.Errorf("exit %d, stdout %q, want the script to run and the secret hidden\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// Issue 32: the reference kit's own layout. Its executor writes the runner
+// into a 0700 directory it makes with mkdtemp, as the user it runs as, and
+// runs `node <dir>/runner.cjs`; the runner loads a module beside it. As
+// root the tool is a host id of its own, so --expose-argv's read-only bind
+// of that directory is an id-mapped mount of its owner (nsexec
+// WithOwnerMappedBinds); rootless the tool is the caller already. Either
+// way the tool reads and runs the caller's files there, cannot write or
+// append to them, and cannot see a sibling 0700 directory that was not
+// exposed; as root a 0600 file of another host user in the exposed
+// directory stays closed, and a setuid file grants nothing (nosuid). On the
+// host the directory keeps its mode and owner.
+func TestRunExposeArgvPrivateDirectory(t *testing.T) {
+	bothIdentities(t)
+	root := os.Geteuid() == 0
+	dir, err := os.MkdirTemp("", "rulvar-exec-tool-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sibling, err := os.MkdirTemp("", "rulvar-exec-other-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sibling) })
+	os.WriteFile(filepath.Join(sibling, "secret"), []byte("sibling-visible\n"), 0o600)
+	if root {
+		testenv.RequireIDMappedMounts(t, dir)
+	}
+	f := func(name string) string { return filepath.Join(dir, name) }
+	os.WriteFile(f("lib.sh"), []byte("echo module-loaded\n"), 0o600)
+	os.WriteFile(f("runner.sh"), []byte(". "+f("lib.sh")+"\n"+
+		"cat "+filepath.Join(sibling, "secret")+" 2>/dev/null || echo sibling-hidden\n"+
+		"touch "+f("new")+" 2>/dev/null && echo wrote || echo write-refused\n"+
+		"echo x >> "+f("runner.sh")+" 2>/dev/null && echo appended || echo append-refused\n"+
+		"if [ -e "+f("theirs")+" ]; then cat "+f("theirs")+" 2>/dev/null || echo theirs-refused; fi\n"+
+		"if [ -e "+f("suid-id")+" ]; then [ \"$("+f("suid-id")+" -u)\" = \"$(id -u)\" ] && echo suid-inert || echo suid-GRANTED; "+
+		"awk '$5 == \""+dir+"\" {print $6}' /proc/self/mountinfo | grep -q nosuid && echo nosuid || echo suid-allowed; fi\n"), 0o600)
+	os.WriteFile(f("run"), []byte("#!/bin/sh\necho script-ran\n"), 0o700)
+	want := []string{"module-loaded", "sibling-hidden", "write-refused", "append-refused"}
+	if root {
+		os.WriteFile(f("theirs"), []byte("theirs-visible\n"), 0o600)
+		os.Chown(f("theirs"), 1234, 1234)
+		id, err := os.ReadFile("/usr/bin/id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(f("suid-id"), id, 0o755)
+		os.Chmod(f("suid-id"), 0o755|os.ModeSetuid)
+		want = append(want, "theirs-refused", "suid-inert", "nosuid")
+	}
+	var before syscall.Stat_t
+	syscall.Stat(dir, &before)
+
+	// As the reference runs it: a system interpreter, the runner an argument.
+	r := moat(t, "", "run", "--expose-argv", "--", "/bin/sh", f("runner.sh"))
+	if got := strings.Fields(r.stdout); r.code != 0 || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("runner in a 0700 mkdtemp directory: exit %d, saw %q, want %q\nstderr %s", r.code, got, want, r.stderr)
+	}
+	// And a 0700 script in it as the command itself.
+	if r := moat(t, "", "run", "--expose-argv", "--", f("run")); r.code != 0 || r.stdout != "script-ran\n" {
+		t.Errorf("0700 script in a 0700 mkdtemp directory: exit %d, stdout %q\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	var after syscall.Stat_t
+	syscall.Stat(dir, &after)
+	if after.Mode != before.Mode || after.Uid != before.Uid || after.Mode&0o777 != 0o700 {
+		t.Errorf("on the host the directory is now mode %#o uid %d, was %#o uid %d", after.Mode, after.Uid, before.Mode, before.Uid)
+	}
+	if _, err := os.Stat(f("new")); err == nil {
+		t.Error("the tool wrote into the host directory")
+	}
+	if b, _ := os.ReadFile(f("runner.sh")); strings.HasSuffix(string(b), "x\n") {
+		t.Error("the tool appended to the runner on the host")
 	}
 }

@@ -111,7 +111,11 @@ func lower(o *options) (*launcher, executor.Config, error) {
 			route.proxy.Close()
 		}
 	}()
-	l := &launcher{tmpl: tmpl, nsexec: o.nsexec, onUsage: o.onUsage, logger: o.logger, egress: route}
+	// A read-only bind of the caller's private directory (an executor's
+	// mkdtemp runner directory) is readable to the sandbox's own host id
+	// through an id-mapped mount of its owner (nsexec.WithOwnerMappedBinds).
+	nsopts := append([]nsexec.Option{nsexec.WithOwnerMappedBinds()}, o.nsexec...)
+	l := &launcher{tmpl: tmpl, nsexec: nsopts, onUsage: o.onUsage, logger: o.logger, egress: route}
 	res, err := resources(pol)
 	if err != nil {
 		return nil, cfg, err

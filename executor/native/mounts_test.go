@@ -327,3 +327,47 @@ func checkMountTable(t *testing.T, ms []specs.Mount, info string) {
 		}
 	}
 }
+
+// Issue 32: a policy's read-only bind of the caller's 0700 directory is
+// readable to the tool as root (an id-mapped mount of its owner onto the
+// sandbox's host id, nsexec.WithOwnerMappedBinds) as it is rootless (the
+// tool is the caller), and read-only either way; the same directory bound
+// writable as root stays a plain bind the tool cannot enter (through an
+// owner-mapped one it would write as the caller). The host directory keeps
+// its mode.
+func TestPolicyReadOnlyBindOfPrivateDirectory(t *testing.T) {
+	if os.Geteuid() == 0 && !testenv.ReRun() {
+		t.Run("root", testReadOnlyPrivateBind)
+		testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID)
+		return
+	}
+	testReadOnlyPrivateBind(t)
+}
+
+func testReadOnlyPrivateBind(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o700) // mkdtemp's mode; t.TempDir's own is 0755
+	if os.Geteuid() == 0 {
+		testenv.RequireIDMappedMounts(t, dir)
+	}
+	os.WriteFile(filepath.Join(dir, "config"), []byte("visible\n"), 0o600)
+	probe := "cat /data/config 2>/dev/null || echo read-refused; touch /data/new 2>/dev/null && echo wrote || echo write-refused"
+	doc := func(mode string) string {
+		return fmt.Sprintf(`{"extends":"default","mounts":[{"type":"bind","source":%q,"destination":"/data","options":[%q]}]}`, dir, mode)
+	}
+	out, err := runPolicy(t, parsePolicy(t, doc("ro")), probe)
+	if err != nil || out != "visible\nwrite-refused\n" {
+		t.Errorf("read-only bind: %q (%v), want the file read and the write refused", out, err)
+	}
+	if os.Geteuid() == 0 {
+		if out, err := runPolicy(t, parsePolicy(t, doc("rw")), probe); err != nil || out != "read-refused\nwrite-refused\n" {
+			t.Errorf("writable bind as root: %q (%v), want a plain bind closed to the sandbox's id", out, err)
+		}
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the host directory is now %v (%v)", fi.Mode(), err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new")); err == nil {
+		t.Error("the tool wrote into the host directory")
+	}
+}
