@@ -99,7 +99,7 @@ type podman struct {
 	t    *testing.T
 	bin  string
 	cred *syscall.Credential
-	env  []string
+	env  []string // podman's whole environment when set (rootless; a pod's CONTAINERS_CONF)
 	n    int
 }
 
@@ -134,6 +134,8 @@ func (p *podman) cmd(args ...string) *exec.Cmd {
 	c := exec.Command(p.bin, all...)
 	if p.cred != nil {
 		c.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
+	}
+	if p.env != nil {
 		c.Env = p.env
 	}
 	return c
