@@ -353,7 +353,11 @@ func TestPodmanRoot(t *testing.T) {
 	t.Run("limits", func(t *testing.T) {
 		run := func(extra []string, args ...string) (string, string, int) {
 			all := append(append(append([]string{"run", "--rm"}, runFlags()...), extra...), append([]string{testImage}, args...)...)
-			return p.run(all...)
+			// In a directory of the test's: conmon writes a file "oom"
+			// into its working directory when the container is OOM-killed.
+			c := p.cmd(all...)
+			c.Dir = t.TempDir()
+			return cmdOut(t, c)
 		}
 		_, errs, code := run([]string{"--pids-limit", "8"}, "/bin/sh", "-c", "for i in $(seq 20); do sleep 2 & done; wait")
 		if !strings.Contains(errs, "fork") {
