@@ -99,7 +99,7 @@ type podman struct {
 	t    *testing.T
 	bin  string
 	cred *syscall.Credential
-	env  []string
+	env  []string // podman's whole environment when set (rootless; a pod's CONTAINERS_CONF)
 	n    int
 }
 
@@ -134,6 +134,8 @@ func (p *podman) cmd(args ...string) *exec.Cmd {
 	c := exec.Command(p.bin, all...)
 	if p.cred != nil {
 		c.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
+	}
+	if p.env != nil {
 		c.Env = p.env
 	}
 	return c
@@ -351,7 +353,11 @@ func TestPodmanRoot(t *testing.T) {
 	t.Run("limits", func(t *testing.T) {
 		run := func(extra []string, args ...string) (string, string, int) {
 			all := append(append(append([]string{"run", "--rm"}, runFlags()...), extra...), append([]string{testImage}, args...)...)
-			return p.run(all...)
+			// In a directory of the test's: conmon writes a file "oom"
+			// into its working directory when the container is OOM-killed.
+			c := p.cmd(all...)
+			c.Dir = t.TempDir()
+			return cmdOut(t, c)
 		}
 		_, errs, code := run([]string{"--pids-limit", "8"}, "/bin/sh", "-c", "for i in $(seq 20); do sleep 2 & done; wait")
 		if !strings.Contains(errs, "fork") {

@@ -150,6 +150,13 @@ func identityChecks(t *testing.T, p *podman, flags ...string) {
 		if code != 0 || out != "1000\n1000\napp's\n1000:1000\n0:0\n" {
 			t.Fatalf("--user 1000:1000: exit %d, output %q, want uid 1000 owning its own files and root the rest: %s", code, out, errs)
 		}
+		// --user 1000 alone: podman takes the gid from the image's
+		// /etc/passwd and the groups from its /etc/group (data, 2000,
+		// lists app), and moat sets them all.
+		out, errs, code = run([]string{"--user", "1000"}, "/bin/sh", "-c", "id -u; id -g; id -G; cat /data/file")
+		if code != 0 || out != "1000\n1000\n1000 2000\ndata's\n" {
+			t.Fatalf("--user 1000: exit %d, output %q, want uid and gid 1000, the group data (2000) the image's /etc/group gives app, and its file: %s", code, out, errs)
+		}
 	})
 	t.Run("drops", func(t *testing.T) {
 		// An entrypoint run as root that drops to the service user, as an
