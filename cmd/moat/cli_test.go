@@ -66,8 +66,14 @@ type result struct {
 
 func moat(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
+	return moatIn(t, os.TempDir(), stdin, args...)
+}
+
+// moatIn is moat run from the directory dir.
+func moatIn(t *testing.T, dir, stdin string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(moatBin(t), args...)
-	cmd.Dir = os.TempDir()
+	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

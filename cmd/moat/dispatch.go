@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/moat-sandbox/moat/executor/subprocess"
 	"github.com/moat-sandbox/moat/ledger"
 	"github.com/moat-sandbox/moat/policies"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // dispatchFlags are the flags of `moat dispatch`.
@@ -26,7 +28,7 @@ type dispatchFlags struct {
 	tool, argsJSON, argsFile, runID, key, flavour, policy, ledgerPath string
 	image, cli, runtime                                               string
 	timeout                                                           time.Duration
-	asJSON                                                            bool
+	asJSON, expose                                                    bool
 	logFormat                                                         string
 	logger                                                            *slog.Logger
 	limits                                                            *limitFlags
@@ -40,7 +42,7 @@ func dispatchCmd(args []string, stdout, stderr io.Writer) int {
 	var f dispatchFlags
 	fs := flag.NewFlagSet("moat dispatch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.tool, "tool", "", "the tool's contract name (required; ^[a-zA-Z0-9_-]{1,64}$)")
+	fs.StringVar(&f.tool, "tool", "", "the tool's contract name (required; any UTF-8 name without '/' or NUL, e.g. github.create_issue)")
 	fs.StringVar(&f.argsJSON, "args", "", "the call's arguments as JSON (default null)")
 	fs.StringVar(&f.argsFile, "args-file", "", "read the arguments from this JSON file instead")
 	fs.StringVar(&f.runID, "run-id", "", "the run id recorded in the ledger (default a fresh one)")
@@ -53,6 +55,7 @@ func dispatchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.runtime, "container-runtime", "", "container: the OCI runtime the CLI should use (e.g. runc)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of the tool (default: the policy's, or 30s)")
 	fs.BoolVar(&f.asJSON, "json", false, "print the result or the error as one JSON object on stdout")
+	fs.BoolVar(&f.expose, "expose-argv", false, "native: bind read-only exactly what CMD names, as moat run --expose-argv does (the tool's own script is not in the sandbox otherwise)")
 	logFormat := logFormatFlag(fs)
 	f.limits = addLimitFlags(fs)
 	fs.Usage = func() {
@@ -66,7 +69,7 @@ Exit status: 0 ok, 1 tool error, 125 sandbox error (also: a limit named by --mem
 --allow-degraded), 64 usage.
 
 Example:
-  moat dispatch --tool multiply --args '{"a":6,"b":7}' --ledger effects.jsonl -- python3 tool.py
+  moat dispatch --tool multiply --args '{"a":6,"b":7}' --ledger effects.jsonl --expose-argv -- python3 "$PWD/tool.py"
 
 Flags:
 `)
@@ -179,7 +182,28 @@ func newProvider(f *dispatchFlags, argv []string, led executor.Ledger, stderr io
 			return nil, "", fmt.Errorf("%w: %v", errUsage, err)
 		}
 		f.pol = pol
-		opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithCommand(argv[0], argv[1:]...), native.WithAllowEnv("PATH"), native.WithLogger(f.logger))
+		var exposed []specs.Mount
+		if f.expose {
+			// The tool gets the caller's PATH (WithAllowEnv below). A
+			// command that does not exist is left to the provider, which
+			// records the attempt and its spawn error as the contract has
+			// it; any other refusal runs nothing.
+			x, mounts, err := newExposer(pol.Rootfs, []string{"PATH=" + os.Getenv("PATH")}).exposeArgv(argv)
+			var e *ExposeError
+			switch {
+			case errors.As(err, &e) && e.NotFound:
+			case err != nil:
+				return nil, "", fmt.Errorf("%w: %v", errUsage, err)
+			default:
+				argv, exposed = x, mounts
+				for _, w := range exposedSocketWarnings(exposed) {
+					fmt.Fprintln(stderr, w)
+				}
+			}
+		} else if a := localFileArg(argv[1:]); a != "" {
+			f.logger.Warn("an argument names a file of the current directory, which the sandbox does not have (its cwd is its own /work): give --expose-argv and the file's absolute path", "arg", a)
+		}
+		opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithCommand(argv[0], argv[1:]...), native.WithBinds(exposed...), native.WithAllowEnv("PATH"), native.WithLogger(f.logger))
 		if f.timeout != 0 {
 			opts = append(opts, native.WithTimeout(f.timeout))
 		}
@@ -242,4 +266,19 @@ func report(res json.RawMessage, err error, asJSON bool, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "moat dispatch: %s: %v\n", orNone(string(code)), err)
 	}
 	return status
+}
+
+// localFileArg returns the first of args that is a relative path of a
+// regular file here: a tool's own script, named as on the caller's command
+// line, which the sandbox cannot see unless exposed.
+func localFileArg(args []string) string {
+	for _, a := range args {
+		if a == "" || filepath.IsAbs(a) {
+			continue
+		}
+		if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() {
+			return a
+		}
+	}
+	return ""
 }

@@ -346,3 +346,37 @@ func TestRunExposeArgvPrivateDirectory(t *testing.T) {
 		t.Error("the tool appended to the runner on the host")
 	}
 }
+
+// TestDispatchExposeArgv: moat dispatch --expose-argv runs a tool program
+// whose script sits in a 0700 mkdtemp directory of the caller (the
+// newcomer's first dispatch, README's tour), as root and as nobody: the
+// result comes back and the ledger has its two rows; without the flag the
+// script is not in the sandbox, and moat warns that the argument names a
+// file the sandbox does not have.
+func TestDispatchExposeArgv(t *testing.T) {
+	bothIdentities(t)
+	dir, err := os.MkdirTemp("", "rulvar-exec-tool-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if os.Geteuid() == 0 {
+		testenv.RequireIDMappedMounts(t, dir)
+	}
+	tool := filepath.Join(dir, "tool.sh")
+	os.WriteFile(tool, []byte("read -r call\necho '{\"seen\":'\"$call\"'}'\n"), 0o600)
+	led := filepath.Join(dir, "effects.jsonl")
+	r := moat(t, "", "dispatch", "--tool", "github.create_issue", "--args", `{"a":6}`, "--ledger", led, "--expose-argv", "--", "/bin/sh", tool)
+	if r.code != 0 || !strings.Contains(r.stdout, `"tool":"github.create_issue"`) || !strings.Contains(r.stdout, `"a":6`) {
+		t.Fatalf("dispatch --expose-argv of a script in a 0700 directory: exit %d, stdout %q\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	rows, _ := os.ReadFile(led)
+	if n := strings.Count(string(rows), "\n"); n != 2 || !strings.Contains(string(rows), `"outcome":"ok"`) {
+		t.Errorf("the ledger has %d rows, want an intent and an ok outcome:\n%s", n, rows)
+	}
+	// Without --expose-argv, named relative to the caller's directory.
+	rel := moatIn(t, dir, "", "dispatch", "--tool", "t", "--", "/bin/sh", "tool.sh")
+	if rel.code == 0 || !strings.Contains(rel.stderr, "give --expose-argv") {
+		t.Errorf("dispatch of ./tool.sh without --expose-argv: exit %d, stderr %q; want a failure and the hint", rel.code, rel.stderr)
+	}
+}
