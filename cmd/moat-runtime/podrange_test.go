@@ -154,3 +154,35 @@ func waitNS(t *testing.T, pid int, name string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A pod whose pause container has maps of its own (a config's
+// uidMappings) holds no range of moat's: a container joining it without
+// maps gets a block of its own, and one with its own maps keeps them as
+// given (the engine chose them; hostUsers: false pods come so).
+func TestPodOfOwnMapsKeepsThem(t *testing.T) {
+	testenv.RequireRoot(t)
+	if !nsexec.IsHostRoot() {
+		testenv.Skipf(t, "needs root of the initial user namespace, where moat allocates ranges")
+	}
+	root := t.TempDir()
+	own := []specs.LinuxIDMapping{{ContainerID: 0, HostID: 300000, Size: 65536}}
+	pause := sleeper(t)
+	pause.Linux.UIDMappings, pause.Linux.GIDMappings = own, own
+	pause.Linux.Namespaces = append(pause.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+	pid := running(t, root, "pause", pause)
+	join := func(spec *specs.Spec) *specs.Spec {
+		spec.Linux.Namespaces[2].Path = fmt.Sprintf("/proc/%d/ns/ipc", pid)
+		return spec
+	}
+	running(t, root, "plain", join(sleeper(t)))
+	if f := strings.Fields(execOut(t, root, "plain", "cat", "/proc/self/uid_map")); len(f) != 3 || f[1] == "300000" || f[1] == "0" || f[2] != "65536" {
+		t.Fatalf("a container without maps joining a pod of its own maps maps %v, want a block of moat's", f)
+	}
+	mapped := join(sleeper(t))
+	mapped.Linux.UIDMappings, mapped.Linux.GIDMappings = own, own
+	mapped.Linux.Namespaces = append(mapped.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+	running(t, root, "mapped", mapped)
+	if f := strings.Fields(execOut(t, root, "mapped", "cat", "/proc/self/uid_map")); len(f) != 3 || f[1] != "300000" {
+		t.Fatalf("a container with maps of its own maps %v, want them as given", f)
+	}
+}
