@@ -152,6 +152,11 @@ func askLease(at string) (*os.File, error) {
 		return nil, fmt.Errorf("the container's monitor did not answer %q: %w", "lease", err)
 	}
 	switch {
+	case !rep.OK && rep.Error == fmt.Sprintf("unknown request %q", "lease"):
+		// A monitor of an older moat-runtime, from before a pod shared
+		// its range: the container gets its own, as it did then.
+		closeAll(files)
+		return nil, nil
 	case !rep.OK:
 		closeAll(files)
 		return nil, errors.New(rep.Error)
