@@ -42,6 +42,16 @@
 // assigns, so that an escape lands as nobody in particular and no two
 // running sandboxes share a host id.
 //
+// WithHostRange maps a range instead (HostRangeSize ids, 0 up inside; as
+// root a block of the range space of the sandbox's own, held by a lock
+// file in HostRangeLockDir), for images of several users. The containers
+// of a pod share one block: WithSharedRange maps a sandbox onto the block
+// whose lock a descriptor holds (a copy of the pod's, Process.ShareLease
+// or Adopted.ShareLease), after checking it is a held lock of the range
+// space (ErrNotRangeLease otherwise), and keeps its copy while it runs,
+// so the block is the pod's until the last of its sandboxes has ended.
+// WithIDMaps takes a caller's own maps, outside moat's reserved spaces.
+//
 // The init gets the capabilities it needs for the setup (mounts, hostname,
 // loopback, the privilege drop itself) as ambient capabilities in its own user
 // namespace, because its uid inside is the non-zero tool uid and a single-id

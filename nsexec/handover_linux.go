@@ -170,6 +170,35 @@ func (a *Adopted) HostIdentity() Identity { return a.hostID }
 // or this side closed it.
 func (a *Adopted) Done() <-chan struct{} { return a.done }
 
+// ErrNoLease is ShareLease's answer for a sandbox whose ids moat did not
+// allocate (WithIDMaps, WithIdentity, rootless): there is no range to share.
+var ErrNoLease = errors.New("nsexec: the sandbox holds no host id lease")
+
+// ShareLease returns a copy of the adopted sandbox's lease descriptor, as
+// Process.ShareLease does, for a container that joins it (WithSharedRange):
+// ErrNoLease when it holds none, ErrSandboxGone once it has ended (its
+// range may be another sandbox's by then). Close it when done.
+func (a *Adopted) ShareLease() (*os.File, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	select {
+	case <-a.done:
+		return nil, ErrSandboxGone
+	default:
+	}
+	if a.tool != nil || a.failed {
+		return nil, ErrSandboxGone
+	}
+	if a.lease == nil {
+		return nil, ErrNoLease
+	}
+	fd, err := unix.FcntlInt(a.lease.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return nil, fmt.Errorf("nsexec: share the host id lease: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "moat-host-id-lease"), nil
+}
+
 // ErrSandboxGone is the answer of Start, Exec and Signal on a sandbox whose
 // init has exited.
 var ErrSandboxGone = errors.New("nsexec: the sandbox has ended")
@@ -346,10 +375,11 @@ func (a *Adopted) read() {
 	}
 	a.sync.Close() // ends a sandbox that broke the protocol
 	a.waitExit()
+	a.mu.Lock()
 	if a.lease != nil {
 		a.lease.Close()
+		a.lease = nil
 	}
-	a.mu.Lock()
 	execs := a.execs
 	a.execs = nil
 	a.mu.Unlock()

@@ -69,8 +69,9 @@ var (
 // containers join): a flock is held by an open file description, not a
 // process, and lasts until the last descriptor of it closes, so a joining
 // container keeps a copy of the pod's lock descriptor (Process.ShareLease,
-// passed by SCM_RIGHTS or pidfd_getfd(2)) and the range stays held until
-// the last of them has ended, whichever ends first. Opening the lock file
+// passed by SCM_RIGHTS or pidfd_getfd(2); WithSharedRange,
+// sharedrange_linux.go) and the range stays held until the last of them
+// has ended, whichever ends first. Opening the lock file
 // anew would not do: that is another open file description, whose flock
 // the pod's own excludes.
 
@@ -79,6 +80,9 @@ type idLease struct {
 	key  heldKey
 	fd   int
 	size uint32 // ids in the block: 1 for a single id
+	// shared: a copy of another sandbox's lease (WithSharedRange), not in
+	// held, whose block this process never took.
+	shared bool
 }
 
 // heldKey names a lock file; held lists those this process holds, which
@@ -97,9 +101,11 @@ var held = struct {
 // release frees the id. A nil lease is a no-op.
 func (l *idLease) release() {
 	if l != nil && l.fd >= 0 {
-		held.Lock()
-		delete(held.ids, l.key)
-		held.Unlock()
+		if !l.shared {
+			held.Lock()
+			delete(held.ids, l.key)
+			held.Unlock()
+		}
 		unix.Close(l.fd)
 		l.fd = -1
 	}

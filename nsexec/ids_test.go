@@ -86,7 +86,9 @@ func TestHostRangePerSandbox(t *testing.T) {
 // The two allocators never hand one host id to two running sandboxes:
 // many sandboxes started at once from moat's default spaces, single ids
 // (moat run, the providers) and ranges (moat-runtime) side by side, hold
-// pairwise disjoint host ids, none of them host root; and a map a caller
+// pairwise disjoint host ids, none of them host root; pods (a sandbox
+// with a range and one sharing it, WithSharedRange) have one range each,
+// never another pod's or sandbox's; and a map a caller
 // gives (WithIDMaps) that reaches into either space is refused, so an
 // engine's maps cannot collide with moat's allocations either.
 func TestHostIDsNeverShared(t *testing.T) {
@@ -100,31 +102,63 @@ func TestHostIDsNeverShared(t *testing.T) {
 		mu   sync.Mutex
 		all  []held
 		wg   sync.WaitGroup
-		errs = make(chan error, 32)
+		errs = make(chan error, 64)
 	)
+	record := func(p *Process, n int, what string) {
+		uids, gids := p.IDMaps()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range append(uids, gids...) {
+			all = append(all, held{uint64(m.Host), uint64(m.Size), n, fmt.Sprintf("sandbox %d (%s) %+v", n, what, m)})
+		}
+	}
+	spawn := func(opts ...Option) *Process {
+		p, err := Start(context.Background(), &Config{Args: []string{"/bin/sleep", "60"}}, Stdio{}, opts...)
+		if err != nil {
+			errs <- err
+			return nil
+		}
+		t.Cleanup(func() { p.Signal(syscall.SIGKILL); p.Wait() })
+		return p
+	}
 	start := func(ranged bool, n int) {
 		defer wg.Done()
 		var opts []Option
 		if ranged {
 			opts = append(opts, WithHostRange())
 		}
-		p, err := Start(context.Background(), &Config{Args: []string{"/bin/sleep", "60"}}, Stdio{}, opts...)
+		if p := spawn(opts...); p != nil {
+			record(p, n, fmt.Sprintf("ranged %v", ranged))
+		}
+	}
+	// A pod: its sandbox and a member sharing its range count as one.
+	pod := func(n int) {
+		defer wg.Done()
+		p := spawn(WithHostRange())
+		if p == nil {
+			return
+		}
+		lease, err := p.ShareLease()
 		if err != nil {
 			errs <- err
 			return
 		}
-		t.Cleanup(func() { p.Signal(syscall.SIGKILL); p.Wait() })
-		uids, gids := p.IDMaps()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, m := range append(uids, gids...) {
-			all = append(all, held{uint64(m.Host), uint64(m.Size), n, fmt.Sprintf("sandbox %d (ranged %v) %+v", n, ranged, m)})
+		member := spawn(WithSharedRange(lease))
+		lease.Close()
+		if member == nil {
+			return
 		}
+		if a, b := fmt.Sprint(p.IDMaps()), fmt.Sprint(member.IDMaps()); a != b {
+			errs <- fmt.Errorf("pod %d: its member maps %s, the pod %s", n, b, a)
+		}
+		record(p, n, "a pod")
+		record(member, n, "a pod's member")
 	}
 	for i := range 8 {
-		wg.Add(2)
-		go start(false, 2*i)
-		go start(true, 2*i+1)
+		wg.Add(3)
+		go start(false, 3*i)
+		go start(true, 3*i+1)
+		go pod(3*i + 2)
 	}
 	wg.Wait()
 	close(errs)

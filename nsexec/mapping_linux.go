@@ -187,12 +187,19 @@ func hostMapping(o *options, c *Config) (*mapping, error) {
 			return nil, err
 		}
 		m.uids, m.gids = o.uids, o.gids
+	case o.sharing && !caller.HostRoot:
+		return nil, fmt.Errorf("nsexec: a shared host id range (WithSharedRange) needs root of the initial user namespace: %w", ErrNotRangeLease)
 	case o.hostRange && caller.HostRoot:
 		r := defaultHostRange
 		if o.ranges != nil {
 			r = *o.ranges
 		}
-		if m.lease, err = r.acquire(); err != nil {
+		if o.sharing {
+			m.lease, err = r.sharedLease(o.shared)
+		} else {
+			m.lease, err = r.acquire()
+		}
+		if err != nil {
 			return nil, err
 		}
 		first := m.lease.key.id

@@ -25,6 +25,8 @@ type options struct {
 	ids       *idRange
 	hostRange bool     // WithHostRange
 	ranges    *idRange // WithHostRangeSpace
+	sharing   bool     // WithSharedRange
+	shared    *os.File // its lease
 	uids      []IDMap  // WithIDMaps
 	gids      []IDMap
 	idmapAll  bool // WithIDMappedMounts
@@ -158,6 +160,22 @@ func WithHostRangeSpace(dir string, first, count uint32) Option {
 		o.hostRange = true
 		o.ranges = &idRange{dir: dir, first: first, count: count, size: HostRangeSize}
 	}
+}
+
+// WithSharedRange maps the sandbox onto exactly the range another
+// sandbox holds, instead of a block of its own: lease is a copy of that
+// sandbox's lease descriptor (Process.ShareLease, Adopted.ShareLease), as
+// for the containers of a pod, which share the pause container's range
+// (0 to HostRangeSize-1 inside onto its block, the same maps). The
+// descriptor is checked to be a held lock of the range space
+// (WithHostRangeSpace, else moat's default; sharedrange_linux.go) and
+// anything else fails Start and Prepare with ErrNotRangeLease; the sandbox
+// keeps a copy of it until it was reaped, so the range stays held while
+// any sandbox that shares it runs, and never frees the block itself. The
+// caller may close lease once Start or Prepare returned. As root only
+// (rootless, moat holds no ranges); WithIDMaps takes precedence.
+func WithSharedRange(lease *os.File) Option {
+	return func(o *options) { o.hostRange, o.sharing, o.shared = true, true, lease }
 }
 
 // WithIDMaps maps the sandbox's ids by uids and gids (a config's own user

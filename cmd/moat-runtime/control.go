@@ -23,6 +23,11 @@ import (
 //	                               client may send {"op":"signal","signal":N}
 //	                               for it; the connection's EOF before the
 //	                               exit kills it (its waiter is gone)
+//	{"op":"lease"}                 a copy of the lock of the container's id
+//	                               range, attached; the answer says
+//	                               {"ok":true,"lease":true} with it, or
+//	                               {"ok":true} when it holds none
+//	                               (podrange.go)
 const controlSocket = "ctl"
 
 // controlTimeout bounds one request; a start waits for the exec.
@@ -41,6 +46,7 @@ type ctlReply struct {
 	OK    bool        `json:"ok,omitempty"`
 	Error string      `json:"error,omitempty"`
 	Pid   int         `json:"pid,omitempty"`
+	Lease bool        `json:"lease,omitempty"`
 	Exit  *exitStatus `json:"exit,omitempty"`
 }
 

@@ -160,7 +160,7 @@ func (r *runtime) startMonitor(root *oci.Root, id string) (*exec.Cmd, *net.UnixC
 // returns the init, this process's child, once the monitor has it and the
 // pid file is written.
 func (r *runtime) handOver(o createOpts, spec *specs.Spec, bundle string, plan *oci.Plan, dir *oci.Dir, mon *exec.Cmd, conn *net.UnixConn) (*nsexec.Process, error) {
-	sb, err := prepareSandbox(o, spec, plan, r.log.logger, mon.Process.Pid)
+	sb, err := prepareSandbox(o, r.global.root, spec, plan, r.log.logger, mon.Process.Pid)
 	if err != nil {
 		return nil, err
 	}

@@ -236,6 +236,8 @@ func (m *monitor) handle(c *net.UnixConn) {
 		reply(c, m.signal(syscall.Signal(req.Signal), req.All))
 	case "exec":
 		m.execSession(c, lc, req.Exec, files)
+	case "lease":
+		m.shareLease(c)
 	default:
 		reply(c, fmt.Errorf("unknown request %q", req.Op))
 	}

@@ -14,8 +14,9 @@ import (
 // namespace, a pod sandbox's ipc, uts, pid, cgroup) for nsexec.WithJoin,
 // which refuses one of the host's, and writes the net.* sysctls of a
 // joined network namespace, which the sandbox cannot (oci.Plan.NetSysctl).
-// The returned func closes the namespaces once the sandbox was spawned.
-func joinOptions(plan *oci.Plan) ([]nsexec.Option, func(), error) {
+// The returned files are the namespaces, one per plan.Joins entry, and the
+// func closes them once the sandbox was spawned.
+func joinOptions(plan *oci.Plan) ([]nsexec.Option, []*os.File, func(), error) {
 	var files []*os.File
 	closeAll := func() {
 		for _, f := range files {
@@ -28,7 +29,7 @@ func joinOptions(plan *oci.Plan) ([]nsexec.Option, func(), error) {
 		f, err := os.OpenFile(ns.Path, os.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			closeAll()
-			return nil, nil, fmt.Errorf("config.json linux.namespaces: the %s namespace to join: %w", ns.Type, err)
+			return nil, nil, nil, fmt.Errorf("config.json linux.namespaces: the %s namespace to join: %w", ns.Type, err)
 		}
 		files = append(files, f)
 		opts = append(opts, nsexec.WithJoin(f))
@@ -38,13 +39,13 @@ func joinOptions(plan *oci.Plan) ([]nsexec.Option, func(), error) {
 	}
 	if len(plan.NetSysctl) > 0 && net == nil {
 		closeAll()
-		return nil, nil, fmt.Errorf("config.json linux.sysctl: net.* sysctls for a joined network namespace, but none is joined")
+		return nil, nil, nil, fmt.Errorf("config.json linux.sysctl: net.* sysctls for a joined network namespace, but none is joined")
 	}
 	if len(plan.NetSysctl) > 0 {
 		if err := nsexec.WriteNetSysctls(net, plan.NetSysctl); err != nil {
 			closeAll()
-			return nil, nil, fmt.Errorf("config.json linux.sysctl: %w", err)
+			return nil, nil, nil, fmt.Errorf("config.json linux.sysctl: %w", err)
 		}
 	}
-	return opts, closeAll, nil
+	return opts, files, closeAll, nil
 }

@@ -52,14 +52,17 @@ func filterFor(profile *specs.LinuxSeccomp) ([]byte, error) {
 // identityOptions are the nsexec options of the plan's identity: the
 // config's own maps, or a range of moat's (nsexec.WithHostRange: its own
 // block as root, the engine's ids in a rootless engine's namespace, the
-// caller's id otherwise), with id-mapped mounts when moat picked it as
-// root, so the image's and volumes' owners are the container's as under
-// runc.
-func identityOptions(plan *oci.Plan) []nsexec.Option {
+// caller's id otherwise; the pod's block, nsexec.WithSharedRange, when
+// podLease found one), with id-mapped mounts when moat picked it as root,
+// so the image's and volumes' owners are the container's as under runc.
+func identityOptions(plan *oci.Plan, pod *os.File) []nsexec.Option {
 	if plan.UIDMap != nil {
 		return []nsexec.Option{nsexec.WithIDMaps(plan.UIDMap, plan.GIDMap)}
 	}
 	opts := []nsexec.Option{nsexec.WithHostRange()}
+	if pod != nil {
+		opts = []nsexec.Option{nsexec.WithSharedRange(pod)}
+	}
 	if plan.IDMapMounts {
 		opts = append(opts, nsexec.WithIDMappedMounts())
 	}
@@ -199,7 +202,7 @@ type prepared struct {
 // init waits for its process), its cgroup leaf named for the monitor
 // (monitor, a pid), and its pty when the process has a terminal, whose
 // master goes to the engine's console socket.
-func prepareSandbox(o createOpts, spec *specs.Spec, plan *oci.Plan, log *slog.Logger, monitor int) (*prepared, error) {
+func prepareSandbox(o createOpts, stateRoot string, spec *specs.Spec, plan *oci.Plan, log *slog.Logger, monitor int) (*prepared, error) {
 	for _, n := range plan.Notes {
 		log.Debug("config", "note", n)
 	}
@@ -230,13 +233,20 @@ func prepareSandbox(o createOpts, spec *specs.Spec, plan *oci.Plan, log *slog.Lo
 	cfg.Seccomp = prog
 	raiseRlimits(cfg.Rlimits)
 	opts := append([]nsexec.Option{nsexec.WithLogger(log), nsexec.WithHandover()}, initOption()...)
-	opts = append(opts, identityOptions(plan)...)
-	jopts, closeJoins, err := joinOptions(plan)
+	jopts, joined, closeJoins, err := joinOptions(plan)
 	if err != nil {
 		return nil, err
 	}
 	defer closeJoins()
 	opts = append(opts, jopts...)
+	pod, err := podLease(stateRoot, plan, joined, log)
+	if err != nil {
+		return nil, err
+	}
+	if pod != nil {
+		defer pod.Close()
+	}
+	opts = append(opts, identityOptions(plan, pod)...)
 	leaf, copts, placed, err := cgroupFor(o.id, plan.Resources, log, monitor)
 	if err != nil {
 		return nil, err

@@ -32,7 +32,9 @@ type Plan struct {
 	// UIDMap and GIDMap are the config's own user namespace maps (podman
 	// --userns=auto or --uidmap, a pod with hostUsers: false), checked
 	// against what the caller may map; nil when the config has none (moat
-	// then maps a range of its own, nsexec.WithHostRange).
+	// then maps a range of its own, nsexec.WithHostRange, or the pod's
+	// when the config joins another moat container's namespaces,
+	// nsexec.WithSharedRange).
 	UIDMap, GIDMap []nsexec.IDMap
 	// IDMapMounts: moat picks the mapping (the config has no user
 	// namespace maps of its own) and the caller is host root, so the
