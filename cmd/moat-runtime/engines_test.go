@@ -574,6 +574,14 @@ func TestPodmanHostile(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("attacker: exit %d: %s", code, errs)
 	}
+	checkAttackReport(t, out, "inside the podman container")
+}
+
+// checkAttackReport checks the hostile syscall battery's report (the
+// attacker's JSON, each probe's errno): every probe reported, and each one
+// was refused as its Want says, where is where it ran.
+func checkAttackReport(t *testing.T, out, where string) {
+	t.Helper()
 	var got map[string]int
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("attacker output %q: %v", out, err)
@@ -587,11 +595,11 @@ func TestPodmanHostile(t *testing.T) {
 		switch errno := syscall.Errno(e); pr.Want {
 		case attack.Deny:
 			if errno != syscall.EPERM {
-				t.Errorf("%s returned %v inside the podman container, want EPERM from moat's filter", pr.Name, errno)
+				t.Errorf("%s returned %v %s, want EPERM from moat's filter", pr.Name, errno, where)
 			}
 		case attack.ENOSYS:
 			if errno != syscall.ENOSYS {
-				t.Errorf("%s returned %v inside the podman container, want ENOSYS", pr.Name, errno)
+				t.Errorf("%s returned %v %s, want ENOSYS", pr.Name, errno, where)
 			}
 		}
 	}

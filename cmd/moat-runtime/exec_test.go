@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
-	"github.com/moat-sandbox/moat/seccomp/attack"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -417,27 +416,7 @@ func TestExecConfined(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("attacker: exit %d: %s", code, errs)
 	}
-	var got map[string]int
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("attacker output %q: %v", out, err)
-	}
-	for _, pr := range attack.Probes() {
-		e, ok := got[pr.Name]
-		if !ok {
-			t.Errorf("attack %q did not report", pr.Name)
-			continue
-		}
-		switch errno := syscall.Errno(e); pr.Want {
-		case attack.Deny:
-			if errno != syscall.EPERM {
-				t.Errorf("%s returned %v in an exec'd process, want EPERM from moat's filter", pr.Name, errno)
-			}
-		case attack.ENOSYS:
-			if errno != syscall.ENOSYS {
-				t.Errorf("%s returned %v in an exec'd process, want ENOSYS", pr.Name, errno)
-			}
-		}
-	}
+	checkAttackReport(t, out, "in an exec'd process")
 }
 
 // noLine waits (10 s at most) until no process of container id runs the
