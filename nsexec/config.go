@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 10 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec
+const ConfigVersion = 11 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck)
 
 // Network modes.
 const (
@@ -165,6 +165,10 @@ type wire struct {
 	// is a detached procfs of the joined pid namespace, to mount at /proc
 	// (WithJoin).
 	Proc bool `json:"proc,omitempty"`
+	// Check: the deferred child resolves Config.Args[0] in Config.Env's
+	// PATH before it says msgReady (WithToolCheck); the request's argv
+	// replaces both.
+	Check bool `json:"check,omitempty"`
 	// KeepHostname: the uts namespace is a joined one, whose hostname is
 	// its owner's (Config.Hostname names it for /etc in host mode).
 	KeepHostname bool `json:"keepHostname,omitempty"`

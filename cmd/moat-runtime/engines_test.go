@@ -195,6 +195,13 @@ func podmanChecks(t *testing.T, p *podman, root bool) {
 				t.Errorf("%q: exit %d, want %d: %s", script, code, want, errs)
 			}
 		}
+		// A command that is not there fails create with runc's words,
+		// which podman turns into a shell's statuses, as with runc.
+		for name, want := range map[string]int{"/nosuch": 127, "nosuch": 127, "/etc/passwd": 126} {
+			if _, errs, code := run(name); code != want || !strings.Contains(errs, name) {
+				t.Errorf("run %s: exit %d, want %d and the name: %s", name, code, want, errs)
+			}
+		}
 	})
 	t.Run("identity", func(t *testing.T) {
 		out, errs, code := run("/bin/sh", "-c", "id -u; cat /proc/self/uid_map; grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status")
