@@ -492,6 +492,13 @@ func TestContainerd(t *testing.T) {
 	if !strings.Contains(out, "Read-only file system") {
 		t.Errorf("ctr run --read-only: exit %d, %q, want a read-only root: %s", code, out, errs)
 	}
+	// ctr run -t: the shim reads create's stdout and stderr until they
+	// close, which a monitor that kept them never let happen (it hung).
+	code, out = onTerminal(t, exec.Command(ctr, "--address", sock, "--namespace", "moat-test", "run", "--rm", "-t", "--runc-binary", rt,
+		"docker.io/moat/oci-test:busybox", "t-tty", "/bin/sh", "-c", "test -t 0 && echo tty-ok; exit 6"), 30*time.Second)
+	if code != 6 || !strings.Contains(out, "tty-ok") {
+		t.Errorf("ctr run -t: exit %d, output %q", code, out)
+	}
 	// ctr task exec: the runc shim runs exec --detach --pid-file
 	// --process and reaps the waiter for the exec'd process's status.
 	if _, errs, code := c("run", "-d", "--runc-binary", rt, "docker.io/moat/oci-test:busybox", "t-exec", "sleep", "100"); code != 0 {

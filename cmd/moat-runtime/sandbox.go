@@ -231,6 +231,8 @@ func prepareSandbox(o createOpts, stateRoot string, spec *specs.Spec, plan *oci.
 	}
 	cfg := plan.Config
 	cfg.Seccomp = prog
+	// The pty is the process's controlling terminal, as under runc.
+	cfg.Terminal = plan.Terminal
 	raiseRlimits(cfg.Rlimits)
 	// A process.args[0] that is not there fails create, as under runc
 	// (execFailure has its words).
