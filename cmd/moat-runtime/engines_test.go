@@ -331,6 +331,7 @@ func TestPodmanRoot(t *testing.T) {
 	testenv.RequireRoot(t)
 	p := &podman{t: t, bin: needPodman(t)}
 	podmanChecks(t, p, true)
+	t.Run("interactive", func(t *testing.T) { podmanInteractive(t, p) })
 	t.Run("network", func(t *testing.T) {
 		// podman's default network: moat-runtime joins the namespace
 		// podman configured (a veth, eth0), every other one new.

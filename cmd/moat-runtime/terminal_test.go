@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -215,4 +216,70 @@ func onTerminal(t *testing.T, cmd *exec.Cmd, limit time.Duration) (int, string) 
 		t.Fatalf("%v still runs after %v: %q", cmd.Args, limit, out.String())
 	}
 	return 0, ""
+}
+
+// podmanInteractive is a user at a terminal (a tmux session) running
+// podman run -it IMAGE sh: the shell has job control, ^C ends its sleep
+// (130) and ^Z stops one, then the shell's exit is podman's.
+func podmanInteractive(t *testing.T, p *podman) {
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		testenv.Skipf(t, "tmux is not installed (Debian: apt-get install tmux)")
+	}
+	dir := t.TempDir()
+	sock, status := filepath.Join(dir, "tmux.sock"), filepath.Join(dir, "status")
+	podmanArgv := p.cmd(append(append([]string{"run", "-it", "--rm"}, runFlags()...), testImage, "/bin/sh")...).Args
+	tm := func(args ...string) string {
+		out, _ := exec.Command(tmux, append([]string{"-S", sock}, args...)...).CombinedOutput()
+		return string(out)
+	}
+	argv := append([]string{"-S", sock, "new-session", "-d", "-s", "moat", "-x", "120", "-y", "40",
+		"/bin/sh", "-c", `out=$1; shift; "$@"; echo "exit=$?" > "$out"`, "sh", status}, podmanArgv...)
+	if out, err := exec.Command(tmux, argv...).CombinedOutput(); err != nil {
+		t.Fatalf("tmux new-session: %v: %s", err, out)
+	}
+	t.Cleanup(func() { tm("kill-server") })
+	screen := func() string { return tm("capture-pane", "-p", "-t", "moat") }
+	// until polls the screen for want, doing act (a key) between looks.
+	until := func(want string, act ...string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(screen(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the terminal never showed %q:\n%s", want, screen())
+			}
+			if len(act) > 0 {
+				tm(append([]string{"send-keys", "-t", "moat"}, act...)...)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	until(" #") // the prompt (capture-pane trims its trailing space)
+	if s := screen(); strings.Contains(s, "job control turned off") {
+		t.Fatalf("the shell has no job control:\n%s", s)
+	}
+	// The printed words differ from the typed ones (quotes), so the
+	// screen shows them only once the shell ran the command.
+	// (A shell whose job died of SIGINT drops the rest of its line, so
+	// the status is asked for on the next.)
+	tm("send-keys", "-t", "moat", `echo s""leeping; sleep 60`, "Enter")
+	until("sleeping")
+	time.Sleep(500 * time.Millisecond) // the shell forks sleep right after its echo
+	tm("send-keys", "-t", "moat", "C-c")
+	tm("send-keys", "-t", "moat", `echo "after sleep $?"`, "Enter")
+	until("after sleep 130")
+	tm("send-keys", "-t", "moat", `echo s""topping; sleep 60`, "Enter")
+	until("stopping")
+	until("Stopped", "C-z")
+	tm("send-keys", "-t", "moat", "kill -9 %1; exit 3", "Enter")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, _ := os.ReadFile(status); strings.TrimSpace(string(b)) == "exit=3" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("podman's status %q, want exit=3:\n%s", b, screen())
+		}
+		tm("send-keys", "-t", "moat", "exit 3", "Enter") // a shell may first warn of stopped jobs
+		time.Sleep(300 * time.Millisecond)
+	}
 }
