@@ -283,3 +283,62 @@ func podmanInteractive(t *testing.T, p *podman) {
 		time.Sleep(300 * time.Millisecond)
 	}
 }
+
+// TestExecTTYIsControlling: exec --tty gives the exec'd process its own
+// pty as its controlling terminal: /dev/tty opens, it leads the
+// terminal's foreground group, and ^C on that master kills it with SIGINT.
+func TestExecTTYIsControlling(t *testing.T) { testExecTTY(t) }
+
+// TestExecTTYIsControllingAsNobody is TestExecTTYIsControlling run by nobody.
+func TestExecTTYIsControllingAsNobody(t *testing.T) { asNobody(t, testExecTTY) }
+
+func testExecTTY(t *testing.T) {
+	root := t.TempDir()
+	b, _ := bundle(t, "/bin/sleep", "60")
+	if _, errs, code := rt(t, root, "run", "--detach", "--bundle", b, "xtty"); code != 0 {
+		t.Fatalf("run --detach: exit %d: %s", code, errs)
+	}
+	defer rt(t, root, "delete", "--force", "xtty")
+	sock, master := consoleSocket(t)
+	// exec stands for the process: it dies of the signal that killed it.
+	x := exec.Command(runtimeBin(t), "--root", root, "exec", "--tty", "--console-socket", sock, "xtty", "/bin/sh", "-c",
+		`exec 3</dev/tty && echo devtty-ok; [ "$(cut -d' ' -f8 /proc/$$/stat)" = $$ ] && echo foreground-ok; exec sleep 60`)
+	if err := x.Start(); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() { res <- x.Wait() }()
+	defer x.Process.Kill()
+	m := <-master
+	if m == nil {
+		t.Fatal("no pty master came over the console socket")
+	}
+	defer m.Close()
+	var got []byte
+	buf := make([]byte, 256)
+	m.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for !strings.Contains(string(got), "foreground-ok") {
+		n, err := m.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("terminal output %q, want devtty-ok and foreground-ok: %v", got, err)
+		}
+	}
+	if !strings.Contains(string(got), "devtty-ok") {
+		t.Fatalf("terminal output %q: /dev/tty did not open", got)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		m.Write([]byte{0x03})
+		select {
+		case <-res:
+			if ws := x.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+				t.Fatalf("exec ended %v, want killed by SIGINT", x.ProcessState)
+			}
+			return
+		case <-deadline:
+			t.Fatal("^C did not end the exec'd sleep")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
