@@ -42,6 +42,12 @@ func startOnTerminal(t *testing.T, how string, args ...string) (*Process, *os.Fi
 	if err != nil {
 		t.Fatalf("start %q: %v", args, err)
 	}
+	// The init that runs it is the one named: the tail where this build
+	// hands over to it, else the Go init.
+	comm, _ := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/comm")
+	if tail := strings.TrimSpace(string(comm)) == "moat-sandbox-in"; tail != (how == "prepared" && tailExpected()) {
+		t.Fatalf("%s: the init is %q", how, comm)
+	}
 	s.Close() // the tool's alone now: its end makes the master's reads end
 	t.Cleanup(func() { p.Signal(unix.SIGKILL); p.Wait() })
 	// A non-blocking copy of the master, so that its reads take deadlines.
