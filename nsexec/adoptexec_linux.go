@@ -58,7 +58,7 @@ func (a *Adopted) Exec(ctx context.Context, spec ExecSpec, stdio Stdio) (*Exec, 
 	e := &Exec{a: a, id: a.nextID, startCh: make(chan error, 1), done: make(chan struct{})}
 	a.execs[e.id] = e
 	a.mu.Unlock()
-	frame, err := encodeExec(&execRequest{ID: e.id, UID: spec.UID, GID: spec.GID, Cwd: spec.Cwd, Args: spec.Args, Env: spec.Env})
+	frame, err := encodeExec(&execRequest{ID: e.id, UID: spec.UID, GID: spec.GID, Cwd: spec.Cwd, Args: spec.Args, Env: spec.Env, Terminal: spec.Terminal})
 	if err == nil {
 		err = a.sendFiles(frame, stdio)
 	}

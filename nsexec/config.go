@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 10 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec
+const ConfigVersion = 12 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags
 
 // Network modes.
 const (
@@ -107,6 +107,14 @@ type Config struct {
 	// name looked up in the PATH of Env inside the new root (a default PATH
 	// when Env has none).
 	Args []string `json:"args"`
+	// Terminal: the tool's stdin is a terminal (a pty's slave) that
+	// becomes its controlling terminal, as runc gives process.terminal:
+	// the init forks the tool in a session of its own (setsid) and makes
+	// stdin that session's terminal (TIOCSCTTY), whose foreground process
+	// group is then the tool's, so the terminal's ^C, ^Z and ^\ reach it,
+	// a shell has job control and /dev/tty opens. A stdin that is no
+	// terminal fails the exec (ENOTTY).
+	Terminal bool `json:"terminal,omitempty"`
 	// Env is the complete environment of the tool.
 	Env []string `json:"env"`
 	// Workdir is a host directory bound read-write at /work, which is the
@@ -165,6 +173,10 @@ type wire struct {
 	// is a detached procfs of the joined pid namespace, to mount at /proc
 	// (WithJoin).
 	Proc bool `json:"proc,omitempty"`
+	// Check: the deferred child resolves Config.Args[0] in Config.Env's
+	// PATH before it says msgReady (WithToolCheck); the request's argv
+	// replaces both.
+	Check bool `json:"check,omitempty"`
 	// KeepHostname: the uts namespace is a joined one, whose hostname is
 	// its owner's (Config.Hostname names it for /etc in host mode).
 	KeepHostname bool `json:"keepHostname,omitempty"`

@@ -60,6 +60,32 @@ func (c *child) exec() error {
 	return c.startTool(path)
 }
 
+// checkTool resolves a prepared sandbox's tool as its exec will, in the
+// new root and with the tool's identity (WithToolCheck), and checks that
+// what it finds may be executed: a regular file with the execute
+// permission for this identity (access(2) X_OK; what a noexec mount
+// refuses shows only at the exec). Its errors are those of Go's
+// exec.LookPath, which runc reports: ENOENT, EACCES, EISDIR.
+func checkTool(name string, env []string) error {
+	path, err := lookPath(name, env)
+	if err == nil {
+		var st unix.Stat_t
+		switch err = unix.Stat(path, &st); {
+		case err != nil:
+		case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+			err = unix.EISDIR
+		case st.Mode&unix.S_IFMT != unix.S_IFREG:
+			err = unix.EACCES
+		default:
+			err = unix.Access(path, unix.X_OK)
+		}
+	}
+	if err != nil {
+		return stepErr(StepExec, name, "", err)
+	}
+	return nil
+}
+
 // lookPath resolves a bare tool name against the PATH of the tool's
 // environment inside the new root, as execvp(3) would.
 func lookPath(name string, env []string) (string, error) {

@@ -51,8 +51,12 @@ const (
 // refused with EAGAIN.
 const maxExecs = 1024
 
-// execHeader is the body's fixed part: id, uid, gid, argc, envc.
-const execHeader = 20
+// execHeader is the body's fixed part: id, uid, gid, argc, envc, flags.
+const execHeader = 24
+
+// execTerminal is the flag of a process whose stdin becomes its
+// controlling terminal (ExecSpec.Terminal); no other flag exists.
+const execTerminal = 1
 
 // execRequest is one process to start beside the tool.
 type execRequest struct {
@@ -61,10 +65,11 @@ type execRequest struct {
 	Cwd      string
 	Args     []string
 	Env      []string
+	Terminal bool
 }
 
 // encodeExec frames an exec request: msgExecReq, the body's length, then the
-// id, uid, gid, the counts of args and env, and the cwd, each arg and each
+// id, uid, gid, the counts of args and env, the flags, and the cwd, each arg and each
 // env string with a NUL after it. The C tail's moat_parse_exec is the twin
 // of decodeExec.
 func encodeExec(r *execRequest) ([]byte, error) {
@@ -98,7 +103,11 @@ func encodeExec(r *execRequest) ([]byte, error) {
 	b := make([]byte, 0, 5+n)
 	b = append(b, msgExecReq)
 	b = binary.BigEndian.AppendUint32(b, uint32(n))
-	for _, v := range []uint32{r.ID, r.UID, r.GID, uint32(len(r.Args)), uint32(len(r.Env))} {
+	var flags uint32
+	if r.Terminal {
+		flags |= execTerminal
+	}
+	for _, v := range []uint32{r.ID, r.UID, r.GID, uint32(len(r.Args)), uint32(len(r.Env)), flags} {
 		b = binary.BigEndian.AppendUint32(b, v)
 	}
 	b = append(append(b, r.Cwd...), 0)
@@ -116,9 +125,9 @@ func decodeExec(body []byte) (*execRequest, error) {
 		return &WireError{Field: field, Reason: reason, Errno: unix.EINVAL}
 	}
 	if len(body) < execHeader {
-		return nil, bad("(exec frame)", "is shorter than its five numbers")
+		return nil, bad("(exec frame)", "is shorter than its six numbers")
 	}
-	var h [5]uint32
+	var h [6]uint32
 	for i := range h {
 		h[i] = binary.BigEndian.Uint32(body[4*i:])
 	}
@@ -130,6 +139,8 @@ func decodeExec(body []byte) (*execRequest, error) {
 		return nil, bad("exec.uid", "uid or gid 4294967295 is the invalid id (-1)")
 	case argc == 0:
 		return nil, bad("exec.args", "names no program")
+	case h[5]&^execTerminal != 0:
+		return nil, bad("exec.flags", fmt.Sprintf("%#x has a flag this build does not know", h[5]))
 	case 1+argc+envc > uint64(len(body)-execHeader):
 		// Every string takes at least its NUL: counts beyond the bytes
 		// left are refused before anything is allocated for them.
@@ -148,7 +159,7 @@ func decodeExec(body []byte) (*execRequest, error) {
 	if len(rest) != 0 {
 		return nil, bad("(exec frame)", "has bytes after its last string")
 	}
-	r := &execRequest{ID: id, UID: uid, GID: gid, Cwd: strs[0], Args: strs[1 : 1+argc : 1+argc], Env: strs[1+argc:]}
+	r := &execRequest{ID: id, UID: uid, GID: gid, Cwd: strs[0], Args: strs[1 : 1+argc : 1+argc], Env: strs[1+argc:], Terminal: h[5]&execTerminal != 0}
 	if !strings.HasPrefix(r.Cwd, "/") {
 		return nil, bad("exec.cwd", fmt.Sprintf("%q is not an absolute path", r.Cwd))
 	}

@@ -9,10 +9,16 @@ import (
 	"testing"
 )
 
-// execBody builds an exec body field by field, hostile ones included.
+// execBody builds an exec body field by field, hostile ones included,
+// with no flag.
 func execBody(id, uid, gid, argc, envc uint32, strs ...string) []byte {
+	return execBodyFlags(id, uid, gid, argc, envc, 0, strs...)
+}
+
+// execBodyFlags is execBody with the flags word given.
+func execBodyFlags(id, uid, gid, argc, envc, flags uint32, strs ...string) []byte {
 	var b []byte
-	for _, v := range []uint32{id, uid, gid, argc, envc} {
+	for _, v := range []uint32{id, uid, gid, argc, envc, flags} {
 		b = binary.BigEndian.AppendUint32(b, v)
 	}
 	for _, s := range strs {
@@ -34,7 +40,7 @@ func execParsersAgree(t *testing.T, body []byte) (*execRequest, error) {
 	if (why == "") != (err == nil) {
 		t.Fatalf("the C tail says %q, the Go decoder %v, for %q", why, err, body)
 	}
-	if err == nil && (cr.ID != r.ID || cr.UID != r.UID || cr.GID != r.GID || cr.Cwd != r.Cwd ||
+	if err == nil && (cr.ID != r.ID || cr.UID != r.UID || cr.GID != r.GID || cr.Cwd != r.Cwd || cr.Terminal != r.Terminal ||
 		argc != len(r.Args) || total != len(r.Args)+len(r.Env)) {
 		t.Fatalf("the C tail reads %+v with %d args of %d strings, the Go decoder %+v", cr, argc, total, r)
 	}
@@ -51,6 +57,8 @@ func TestExecParsers(t *testing.T) {
 	}{
 		"ok":                {execBody(1, 1000, 1000, 2, 1, "/", "sh", "-c", "PATH=/bin"), ""},
 		"empty arg":         {execBody(2, 0, 0, 2, 0, "/tmp", "sh", ""), ""},
+		"terminal":          {execBodyFlags(3, 0, 0, 1, 0, execTerminal, "/", "sh"), ""},
+		"unknown flag":      {execBodyFlags(3, 0, 0, 1, 0, 2, "/", "sh"), "exec.flags"},
 		"short":             {[]byte{0, 0, 0, 1, 0, 0}, "(exec frame)"},
 		"id 0":              {execBody(0, 0, 0, 1, 0, "/", "sh"), "exec.id"},
 		"invalid uid":       {execBody(1, 1<<32-1, 0, 1, 0, "/", "sh"), "exec.uid"},

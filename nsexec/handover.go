@@ -54,4 +54,8 @@ type ExecSpec struct {
 	Env      []string
 	Cwd      string
 	UID, GID uint32
+	// Terminal: stdin is a terminal that becomes the process's
+	// controlling terminal, in the session of its own it gets anyway
+	// (Config.Terminal says how), as runc exec --tty gives it.
+	Terminal bool
 }

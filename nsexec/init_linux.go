@@ -181,6 +181,11 @@ func (c *child) run() error {
 		return err
 	}
 	c.mark(markHygiene)
+	if w.Check {
+		if err := checkTool(c.cfg.Args[0], c.cfg.Env); err != nil {
+			return err
+		}
+	}
 	if c.deferred && !c.tail {
 		if err := c.await(); err != nil {
 			return err

@@ -36,6 +36,13 @@ type options struct {
 	noTail    bool                 // WithoutTail
 	chosen    func(Identity) error // WithIdentityChosen
 	handover  bool                 // WithHandover
+	check     *toolCheck           // WithToolCheck
+}
+
+// toolCheck is what WithToolCheck asks the prepared sandbox to resolve.
+type toolCheck struct {
+	name string
+	env  []string
 }
 
 func newOptions(opts []Option) options {
@@ -69,6 +76,20 @@ func WithoutTail() Option { return func(o *options) { o.noTail = true } }
 // watchers, the C tail's poll). Every other sandbox keeps its
 // parent-death signal.
 func WithHandover() Option { return func(o *options) { o.handover = true } }
+
+// WithToolCheck has a prepared sandbox resolve name (a path inside it, or
+// a bare name looked up in env's PATH there, as Exec resolves args[0])
+// before Prepare returns, and check that what it finds is a file the
+// tool's identity may execute: a missing tool then fails Prepare, with a
+// SetupError at StepExec whose Path is name and whose Errno is ENOENT,
+// EACCES or EISDIR, instead of the later Exec (Prepare only).
+// moat-runtime's create needs it: runc fails a missing process.args[0]
+// at create, and engines read that failure's words for the status they
+// report (127, 126). The file may still go before the Exec, which then
+// fails as it would have.
+func WithToolCheck(name string, env []string) Option {
+	return func(o *options) { o.check = &toolCheck{name: name, env: env} }
+}
 
 // WithHandshakeTimeout bounds each wait for the child (default
 // DefaultHandshakeTimeout). A child that does not say hello in time is killed

@@ -60,10 +60,15 @@ func (c *child) startTool(path string) error {
 	// the locked exec thread, so the child inherits that thread's
 	// credentials, empty capability sets, locked securebits, no_new_privs and
 	// filter; its own CLOEXEC pipe reports a failed execve as the errno.
+	// With a terminal, the new session's controlling terminal is stdin
+	// (Ctty 0): TIOCSCTTY from the session leader, after its setsid and
+	// before its exec (tty_ioctl(4); Go's forkAndExecInChild1 does it in
+	// that order), makes the session leader's process group the
+	// terminal's foreground one (drivers/tty/tty_jobctrl.c tiocsctty).
 	pid, err := syscall.ForkExec(path, c.cfg.Args, &syscall.ProcAttr{
 		Env:   c.cfg.Env,
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: c.cfg.Terminal, Ctty: 0},
 	})
 	if err != nil {
 		return stepErr(StepExec, path, "", err)

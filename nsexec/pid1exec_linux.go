@@ -223,7 +223,9 @@ func (c *child) forkExec(f execFork, execs *execTable) {
 		fail(errnoOf(err))
 		return
 	}
-	sys := &syscall.SysProcAttr{Setsid: true}
+	// A terminal becomes the new session's controlling one, as the
+	// tool's does (startTool): Ctty is the child's descriptor 0.
+	sys := &syscall.SysProcAttr{Setsid: true, Setctty: r.Terminal, Ctty: 0}
 	if r.UID != c.cfg.UID || r.GID != c.cfg.GID {
 		// Another identity needs CAP_SETUID and CAP_SETGID, which the init
 		// does not hold (the launcher refuses such a request first): the

@@ -42,6 +42,12 @@ func Prepare(ctx context.Context, cfg *Config, opts ...Option) (*Pending, error)
 		return nil, err
 	}
 	c.Args, c.Env = nil, nil
+	if o.check != nil {
+		if o.check.name == "" {
+			return nil, &ConfigError{Field: "WithToolCheck", Value: "", Reason: "names no tool"}
+		}
+		c.Args, c.Env = []string{o.check.name}, o.check.env
+	}
 	if o.handover && c.Workdir != "" {
 		// A lent workdir is given back when its sandbox is reaped, which
 		// a launcher that hands the sandbox over does not see.

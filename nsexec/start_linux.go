@@ -32,6 +32,9 @@ func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Proc
 	if o.handover {
 		return nil, errors.New("nsexec: WithHandover is for Prepare: a started sandbox stays its launcher's")
 	}
+	if o.check != nil {
+		return nil, errors.New("nsexec: WithToolCheck is for Prepare: Start resolves its tool anyway")
+	}
 	c, err := normalize(cfg, false)
 	if err != nil {
 		return nil, err
@@ -97,7 +100,7 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 		defer tail.Close()
 	}
 	frame, err := encodeFrame(&wire{Config: c, SetGroups: m.setgroups, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Tail: tail != nil, Sources: paths.ids,
-		Proc: j.has(unix.CLONE_NEWPID), KeepHostname: j.has(unix.CLONE_NEWUTS), Handover: o.handover})
+		Proc: j.has(unix.CLONE_NEWPID), KeepHostname: j.has(unix.CLONE_NEWUTS), Handover: o.handover, Check: deferred && o.check != nil})
 	if err != nil {
 		paths.giveBack(o.logger)
 		return nil, nil, err

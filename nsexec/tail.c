@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -450,13 +451,14 @@ static void moat_close_but(int a, int b) {
 }
 
 // moat_tail's parameters come in its one environment variable,
-// _MOAT_TAIL=SYNC,MEMFD,FILTERLEN: the sync socket, and the memfd holding
-// the policy's filter (FILTERLEN bytes; 0 for none). Its argv is the
-// init's alone, so /proc/1/cmdline reads as the Go init's did.
+// _MOAT_TAIL=SYNC,MEMFD,FILTERLEN,TTY: the sync socket, the memfd holding
+// the policy's filter (FILTERLEN bytes; 0 for none), and 1 when the tool's
+// stdin becomes its controlling terminal (Config.Terminal), else 0. Its
+// argv is the init's alone, so /proc/1/cmdline reads as the Go init's did.
 static void moat_tail(const char *params) {
-	unsigned long v[3];
+	unsigned long v[4];
 	const char *p = params;
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		char num[24];
 		if (i > 0 && *p++ != ',')
 			_exit(MOAT_EXIT_SETUP);
@@ -481,6 +483,9 @@ static void moat_tail(const char *params) {
 	moat_reaper = getpid() != 1;
 	int mfd = (int)v[1];
 	unsigned long flen = v[2];
+	if (v[3] > 1)
+		_exit(MOAT_EXIT_SETUP);
+	int tty = (int)v[3];
 	// The tool must not inherit the sync socket.
 	if (fcntl(moat_sync, F_SETFD, FD_CLOEXEC) != 0)
 		_exit(MOAT_EXIT_SETUP);
@@ -535,7 +540,12 @@ static void moat_tail(const char *params) {
 		// pipe, as Go's ForkExec reports it.
 		int e = 0;
 		moat_sigmask(0);
-		if (setsid() < 0)
+		// With a terminal, stdin becomes the new session's controlling
+		// terminal, and the session's process group its foreground one
+		// (tty_ioctl(4) TIOCSCTTY, from the session leader after setsid;
+		// drivers/tty/tty_jobctrl.c tiocsctty), as Go's ForkExec does it
+		// for the Go init (Setctty).
+		if (setsid() < 0 || (tty && ioctl(0, TIOCSCTTY, 0) < 0))
 			e = errno;
 		else {
 			execve(path, targv, tenv);

@@ -23,6 +23,7 @@ static inline uint32_t moat_be32(const unsigned char *p) {
 
 struct moat_exec_hdr {
 	uint32_t id, uid, gid;
+	int terminal; // stdin becomes the controlling terminal
 	size_t argc, envc;
 	char *cwd;
 };

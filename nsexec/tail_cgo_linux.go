@@ -40,7 +40,7 @@ func tailParseExec(body []byte) (r execRequest, argc, total int, why string) {
 	if w != nil {
 		return r, 0, 0, C.GoString(w)
 	}
-	r = execRequest{ID: uint32(h.id), UID: uint32(h.uid), GID: uint32(h.gid), Cwd: C.GoString(cwd)}
+	r = execRequest{ID: uint32(h.id), UID: uint32(h.uid), GID: uint32(h.gid), Cwd: C.GoString(cwd), Terminal: h.terminal != 0}
 	return r, int(h.argc), int(t), ""
 }
 

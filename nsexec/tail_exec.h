@@ -93,6 +93,10 @@ static void moat_exec_start(struct moat_exec_hdr *h, char **argv, char **envp, i
 		for (int i = 0; e == 0 && i < 3; i++)
 			if (dup3(fds[i], i, 0) < 0)
 				e = errno;
+		// A terminal becomes the new session's controlling one, as the
+		// tool's does (tail.c).
+		if (e == 0 && h->terminal && ioctl(0, TIOCSCTTY, 0) < 0)
+			e = errno;
 		if (e == 0 && chdir(h->cwd) != 0)
 			e = errno;
 		// Another identity needs CAP_SETGID and CAP_SETUID, which the

@@ -143,7 +143,11 @@ func (c *child) execTail() error {
 	if _, err := unix.FcntlInt(uintptr(c.sync), unix.F_SETFD, 0); err != nil {
 		return stepErr(StepFDs, "", "sync socket", err)
 	}
-	env := []string{fmt.Sprintf("_MOAT_TAIL=%d,%d,%d", c.sync, mfd, len(cfg.Seccomp))}
+	tty := 0
+	if cfg.Terminal {
+		tty = 1
+	}
+	env := []string{fmt.Sprintf("_MOAT_TAIL=%d,%d,%d,%d", c.sync, mfd, len(cfg.Seccomp), tty)}
 	// The descriptor limit the Go runtime raised at start goes back to
 	// what the init started with, as syscall.ForkExec does for a tool
 	// (errors ignored there too: a lower hard limit from the policy wins).

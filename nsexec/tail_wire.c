@@ -12,8 +12,10 @@
 
 #include "tail.h"
 
-// An exec body's five numbers: id, uid, gid, argc, envc (execwire_linux.go).
-#define MOAT_EXEC_HEADER 20
+// An exec body's six numbers: id, uid, gid, argc, envc, flags
+// (execwire_linux.go); the one flag is the terminal's.
+#define MOAT_EXEC_HEADER 24
+#define MOAT_EXEC_TERMINAL 1u
 
 // moat_parse_request checks a request body (wire_linux.go encodeRequest;
 // decodeRequest is the Go twin) and points vec at its strings: vec[0] to
@@ -55,18 +57,22 @@ const char *moat_parse_request(char *body, size_t n, char **vec, size_t cap, siz
 // the body is refused.
 const char *moat_parse_exec(char *body, size_t n, char **vec, size_t cap, struct moat_exec_hdr *h) {
 	if (n < MOAT_EXEC_HEADER)
-		return "is shorter than its five numbers";
+		return "is shorter than its six numbers";
 	unsigned char *u = (unsigned char *)body;
 	h->id = moat_be32(u);
 	h->uid = moat_be32(u + 4);
 	h->gid = moat_be32(u + 8);
 	uint64_t argc = moat_be32(u + 12), envc = moat_be32(u + 16);
+	uint32_t flags = moat_be32(u + 20);
 	if (h->id == 0)
 		return "has id 0, which is reserved";
 	if (h->uid == 0xffffffffu || h->gid == 0xffffffffu)
 		return "has the invalid id 4294967295";
 	if (argc == 0)
 		return "names no program";
+	if (flags & ~MOAT_EXEC_TERMINAL)
+		return "has a flag this build does not know";
+	h->terminal = (flags & MOAT_EXEC_TERMINAL) != 0;
 	if (1 + argc + envc > n - MOAT_EXEC_HEADER)
 		return "counts more strings than it has bytes";
 	if (argc + envc + 2 > cap)

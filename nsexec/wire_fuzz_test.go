@@ -159,21 +159,23 @@ func TestWireRefusesHostileFrames(t *testing.T) {
 		edit  func(w *wire)
 		field string
 	}{
-		"no config":            {func(w *wire) { w.Config = nil }, "config"},
-		"other version":        {func(w *wire) { w.Config.Version = ConfigVersion + 1 }, "config.version"},
-		"no tool":              {func(w *wire) { w.Config.Args = nil }, "config.args"},
-		"empty tool":           {func(w *wire) { w.Config.Args = []string{""} }, "config.args"},
-		"network":              {func(w *wire) { w.Config.Network = "host" }, "config.network"},
-		"invalid uid":          {func(w *wire) { w.Config.UID = 1<<32 - 1 }, "config.uid"},
-		"negative tmpfs":       {func(w *wire) { w.Config.TmpSize = -1 }, "config.tmpSize"},
-		"tasks":                {func(w *wire) { w.Tasks = 1 << 30 }, "tasks"},
-		"negative tasks":       {func(w *wire) { w.Tasks = -1 }, "tasks"},
-		"tail of a cold start": {func(w *wire) { w.Tail = true }, "tail"},
-		"rootfs unchecked":     {func(w *wire) { w.Sources.Rootfs = nil }, "sources.rootfs"},
-		"workdir unchecked":    {func(w *wire) { w.Sources.Workdir = nil }, "sources.workdir"},
-		"a mount unchecked":    {func(w *wire) { w.Sources.Mounts = w.Sources.Mounts[:1] }, "sources.mounts"},
-		"hosts line":           {func(w *wire) { w.Config.Hostname = "moat\n10.0.0.1 bank.example" }, "config.hostname"},
-		"hostname too long":    {func(w *wire) { w.Config.Hostname = strings.Repeat("h", 65) }, "config.hostname"},
+		"no config":             {func(w *wire) { w.Config = nil }, "config"},
+		"other version":         {func(w *wire) { w.Config.Version = ConfigVersion + 1 }, "config.version"},
+		"no tool":               {func(w *wire) { w.Config.Args = nil }, "config.args"},
+		"empty tool":            {func(w *wire) { w.Config.Args = []string{""} }, "config.args"},
+		"network":               {func(w *wire) { w.Config.Network = "host" }, "config.network"},
+		"invalid uid":           {func(w *wire) { w.Config.UID = 1<<32 - 1 }, "config.uid"},
+		"negative tmpfs":        {func(w *wire) { w.Config.TmpSize = -1 }, "config.tmpSize"},
+		"tasks":                 {func(w *wire) { w.Tasks = 1 << 30 }, "tasks"},
+		"negative tasks":        {func(w *wire) { w.Tasks = -1 }, "tasks"},
+		"tail of a cold start":  {func(w *wire) { w.Tail = true }, "tail"},
+		"check of a cold start": {func(w *wire) { w.Check = true }, "check"},
+		"check of two names":    {func(w *wire) { w.Deferred, w.Check = true, true; w.Config.Args = []string{"a", "b"} }, "check"},
+		"rootfs unchecked":      {func(w *wire) { w.Sources.Rootfs = nil }, "sources.rootfs"},
+		"workdir unchecked":     {func(w *wire) { w.Sources.Workdir = nil }, "sources.workdir"},
+		"a mount unchecked":     {func(w *wire) { w.Sources.Mounts = w.Sources.Mounts[:1] }, "sources.mounts"},
+		"hosts line":            {func(w *wire) { w.Config.Hostname = "moat\n10.0.0.1 bank.example" }, "config.hostname"},
+		"hostname too long":     {func(w *wire) { w.Config.Hostname = strings.Repeat("h", 65) }, "config.hostname"},
 	}
 	for name, c := range cases {
 		w := sampleWire()

@@ -72,6 +72,8 @@ func (w *wire) check() error {
 		return bad("config.tmpSize", unix.EINVAL, "is negative")
 	case w.Tasks < 0 || w.Tasks > maxTasks:
 		return bad("tasks", unix.EPROTO, "%d is not 0 to %d", w.Tasks, maxTasks)
+	case w.Check && (!w.Deferred || len(c.Args) != 1 || c.Args[0] == ""):
+		return bad("check", unix.EPROTO, "is for a prepared sandbox, with the one name to resolve in config.args")
 	case w.Tail && (!w.Deferred || c.Egress != nil):
 		return bad("tail", unix.EPROTO, "is for a prepared sandbox without an egress forwarder only")
 	case (c.Rootfs != "") != (w.Sources.Rootfs != nil):

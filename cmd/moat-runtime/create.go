@@ -100,7 +100,7 @@ func (r *runtime) createContainer(o createOpts) (*container, error) {
 		return nil, err
 	}
 	defer dir.Close()
-	mon, conn, err := r.startMonitor(root, o.id)
+	mon, conn, err := r.startMonitor(root, o.id, plan.Terminal)
 	if err != nil {
 		removeDir(root, o.id)
 		return nil, err
@@ -122,8 +122,13 @@ func (r *runtime) createContainer(o createOpts) (*container, error) {
 // startMonitor starts the container's monitor, waiting for its handoff on
 // a socketpair, in its own session, as runc's init has: the caller's
 // terminal signals reach the container through the engine, not by
-// accident. Its stdio is this process's, the container's process's to be.
-func (r *runtime) startMonitor(root *oci.Root, id string) (*exec.Cmd, *net.UnixConn, error) {
+// accident. Its stdio is this process's, the container's process's to be;
+// with a terminal the process's stdio is the pty, and the monitor's is
+// /dev/null: it keeps nothing of the engine's that is not its to keep.
+// containerd's runc shim reads create's stdout and stderr through pipes
+// until they close (go-runc), so a monitor that held them hung `ctr run
+// -t` for ever.
+func (r *runtime) startMonitor(root *oci.Root, id string, terminal bool) (*exec.Cmd, *net.UnixConn, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
@@ -146,7 +151,9 @@ func (r *runtime) startMonitor(root *oci.Root, id string) (*exec.Cmd, *net.UnixC
 		args = append(args, "--debug")
 	}
 	mon := exec.Command(self, append(args, monitorCommand, id)...)
-	mon.Stdin, mon.Stdout, mon.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if !terminal {
+		mon.Stdin, mon.Stdout, mon.Stderr = os.Stdin, os.Stdout, os.Stderr
+	}
 	mon.ExtraFiles = []*os.File{theirs} // handoffFD
 	mon.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := mon.Start(); err != nil {

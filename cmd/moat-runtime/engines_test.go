@@ -195,6 +195,13 @@ func podmanChecks(t *testing.T, p *podman, root bool) {
 				t.Errorf("%q: exit %d, want %d: %s", script, code, want, errs)
 			}
 		}
+		// A command that is not there fails create with runc's words,
+		// which podman turns into a shell's statuses, as with runc.
+		for name, want := range map[string]int{"/nosuch": 127, "nosuch": 127, "/etc/passwd": 126} {
+			if _, errs, code := run(name); code != want || !strings.Contains(errs, name) {
+				t.Errorf("run %s: exit %d, want %d and the name: %s", name, code, want, errs)
+			}
+		}
 	})
 	t.Run("identity", func(t *testing.T) {
 		out, errs, code := run("/bin/sh", "-c", "id -u; cat /proc/self/uid_map; grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status")
@@ -324,6 +331,7 @@ func TestPodmanRoot(t *testing.T) {
 	testenv.RequireRoot(t)
 	p := &podman{t: t, bin: needPodman(t)}
 	podmanChecks(t, p, true)
+	t.Run("interactive", func(t *testing.T) { podmanInteractive(t, p) })
 	t.Run("network", func(t *testing.T) {
 		// podman's default network: moat-runtime joins the namespace
 		// podman configured (a veth, eth0), every other one new.
@@ -484,6 +492,13 @@ func TestContainerd(t *testing.T) {
 	out, errs, code := c("run", "--rm", "--read-only", "--runc-binary", rt, "docker.io/moat/oci-test:busybox", "t-ro", "/bin/sh", "-c", "touch /x 2>&1")
 	if !strings.Contains(out, "Read-only file system") {
 		t.Errorf("ctr run --read-only: exit %d, %q, want a read-only root: %s", code, out, errs)
+	}
+	// ctr run -t: the shim reads create's stdout and stderr until they
+	// close, which a monitor that kept them never let happen (it hung).
+	code, out = onTerminal(t, exec.Command(ctr, "--address", sock, "--namespace", "moat-test", "run", "--rm", "-t", "--runc-binary", rt,
+		"docker.io/moat/oci-test:busybox", "t-tty", "/bin/sh", "-c", "test -t 0 && echo tty-ok; exit 6"), 30*time.Second)
+	if code != 6 || !strings.Contains(out, "tty-ok") {
+		t.Errorf("ctr run -t: exit %d, output %q", code, out)
 	}
 	// ctr task exec: the runc shim runs exec --detach --pid-file
 	// --process and reaps the waiter for the exec'd process's status.

@@ -130,6 +130,9 @@ type execRequest struct {
 	Cwd     string         `json:"cwd,omitempty"`
 	User    *specs.User    `json:"user,omitempty"`
 	Caps    []string       `json:"caps,omitempty"`
+	// Terminal: the process's stdio is a pty of its own (--tty,
+	// process.terminal), to be its controlling terminal.
+	Terminal bool `json:"terminal,omitempty"`
 }
 
 // request builds the monitor's request, and says whether the process has a
@@ -164,6 +167,7 @@ func (o *execOpts) request() (*execRequest, bool, *specs.Box, error) {
 	case !tty && o.consoleSocket != "":
 		return nil, false, nil, errors.New("--console-socket is for a process with a terminal (--tty, process.terminal)")
 	}
+	r.Terminal = tty
 	return r, tty, size, nil
 }
 

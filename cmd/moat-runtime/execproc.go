@@ -205,7 +205,7 @@ func (m *monitor) execSpec(r *execRequest) (nsexec.ExecSpec, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nsexec.ExecSpec{}, err
 	}
-	return nsexec.ExecSpec{Args: p.Args, Env: p.Env, Cwd: cwd, UID: m.h.UID, GID: m.h.GID}, nil
+	return nsexec.ExecSpec{Args: p.Args, Env: p.Env, Cwd: cwd, UID: m.h.UID, GID: m.h.GID, Terminal: r.Terminal}, nil
 }
 
 // sameSet says whether a and b hold the same values, order aside.

@@ -256,6 +256,9 @@ func (m *monitor) startProcess() error {
 	err := m.sb.Start(context.Background(), m.h.Args, m.h.Env, m.stdio)
 	if err != nil {
 		// The sandbox is gone: finish records it stopped.
+		if x := execFailure(err); x != nil {
+			return x
+		}
 		return fmt.Errorf("start the container's process: %w", err)
 	}
 	m.dropStdio()

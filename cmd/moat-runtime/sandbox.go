@@ -231,8 +231,12 @@ func prepareSandbox(o createOpts, stateRoot string, spec *specs.Spec, plan *oci.
 	}
 	cfg := plan.Config
 	cfg.Seccomp = prog
+	// The pty is the process's controlling terminal, as under runc.
+	cfg.Terminal = plan.Terminal
 	raiseRlimits(cfg.Rlimits)
-	opts := append([]nsexec.Option{nsexec.WithLogger(log), nsexec.WithHandover()}, initOption()...)
+	// A process.args[0] that is not there fails create, as under runc
+	// (execFailure has its words).
+	opts := append([]nsexec.Option{nsexec.WithLogger(log), nsexec.WithHandover(), nsexec.WithToolCheck(plan.Args[0], plan.Env)}, initOption()...)
 	jopts, joined, closeJoins, err := joinOptions(plan)
 	if err != nil {
 		return nil, err
@@ -257,6 +261,9 @@ func prepareSandbox(o createOpts, stateRoot string, spec *specs.Spec, plan *oci.
 	sb.pending, err = nsexec.Prepare(context.Background(), &cfg, opts...)
 	placed()
 	if err != nil {
+		if x := execFailure(err); x != nil {
+			return nil, x
+		}
 		return nil, fmt.Errorf("create the sandbox: %w", err)
 	}
 	if err := oci.SetOOMScoreAdj(sb.pending.Pid(), plan.OOMScoreAdj); err != nil {

@@ -3,8 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/moat-sandbox/moat/nsexec"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // runc's words for what engines branch on, which they read from the
@@ -44,4 +47,43 @@ func execRefusal(status specs.ContainerState) error {
 // is not stopped.
 func deleteRefusal(id string, status specs.ContainerState) error {
 	return fmt.Errorf("cannot delete container %s that is not stopped: %s (kill it first, or use --force)", id, status)
+}
+
+// ExecError is a process that cannot be exec'd, in runc's words: runc's
+// init resolves process.args[0] with Go's exec.LookPath before it tells
+// create it is ready (libcontainer/standard_init_linux.go), so create fails
+// with "unable to start container process: exec: "NAME": WHY". Engines
+// read WHY: podman (libpod getOCIRuntimeError) turns "executable file not
+// found" and "no such file or directory" into exit 127, "permission
+// denied" into 126, as a shell does; Docker over containerd does the same.
+type ExecError struct {
+	Name string
+	Err  *nsexec.SetupError
+}
+
+func (e *ExecError) Error() string {
+	why := e.Err.Errno.Error()
+	switch {
+	case e.Err.Errno == unix.ENOENT && !strings.Contains(e.Name, "/"):
+		why = "executable file not found in $PATH"
+	case e.Err.Errno == unix.ENOENT:
+		why = "stat " + e.Name + ": no such file or directory"
+	case e.Err.Errno == unix.EACCES:
+		why = "permission denied"
+	case e.Err.Errno == unix.EISDIR:
+		why = "is a directory"
+	}
+	return fmt.Sprintf("unable to start container process: exec: %q: %s", e.Name, why)
+}
+
+func (e *ExecError) Unwrap() error { return e.Err }
+
+// execFailure is err as an *ExecError when it is the sandbox's report of
+// a process it could not resolve or exec, else nil.
+func execFailure(err error) error {
+	var se *nsexec.SetupError
+	if !errors.As(err, &se) || se.Step != nsexec.StepExec || se.Path == "" || se.Detail != "" {
+		return nil
+	}
+	return &ExecError{Name: se.Path, Err: se}
 }
