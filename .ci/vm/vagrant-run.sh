@@ -21,7 +21,7 @@
 # Environment: MOAT_VAGRANT_DIR (default .vagrant-box), MOAT_VAGRANT_ACCEL
 # (auto|kvm|tcg), MOAT_VAGRANT_UP_LIMIT (seconds for vagrant up, default
 # 600), MOAT_VAGRANT_TEST_LIMIT (seconds for the test provisioner, default
-# 1200), and the test provisioner's MOAT_VM_WHO, MOAT_VM_PKG_LIMIT (default
+# 1800), and the test provisioner's MOAT_VM_WHO, MOAT_VM_PKG_LIMIT (default
 # 540), MOAT_VM_TEST_TIMEOUT (default 480s), MOAT_VM_PKGS (vagrant-test.sh,
 # build-tests.sh).
 set -euo pipefail
@@ -49,7 +49,7 @@ fi
 
 # Sized from measured runs (.ci/vm/README.md, "Time").
 up_limit=${MOAT_VAGRANT_UP_LIMIT:-600}
-test_limit=${MOAT_VAGRANT_TEST_LIMIT:-1200}
+test_limit=${MOAT_VAGRANT_TEST_LIMIT:-1800}
 # One test binary: executor_native as root took over 200 s with a second
 # TCG guest on the two cores.
 export MOAT_VM_PKG_LIMIT=${MOAT_VM_PKG_LIMIT:-540} MOAT_VM_TEST_TIMEOUT=${MOAT_VM_TEST_TIMEOUT:-480s}
