@@ -132,8 +132,14 @@ func TestJoinRefusesTheHosts(t *testing.T) {
 			t.Fatalf("%s: %v", f.Name(), err)
 		}
 	}
+	// The caller's own namespaces are its thread's: /proc/self is the main
+	// thread's, which a goroutine of another test may have locked and
+	// moved into a namespace of its own (then "the host's" opened here
+	// was that one, and its join rightly allowed: a flake in the VM).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	for _, ns := range []string{"net", "ipc", "uts", "pid", "cgroup"} {
-		f, err := os.Open("/proc/self/ns/" + ns)
+		f, err := os.Open("/proc/thread-self/ns/" + ns)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +147,7 @@ func TestJoinRefusesTheHosts(t *testing.T) {
 		f.Close()
 	}
 	for _, ns := range []string{"user", "mnt"} {
-		f, err := os.Open("/proc/self/ns/" + ns)
+		f, err := os.Open("/proc/thread-self/ns/" + ns)
 		if err != nil {
 			t.Fatal(err)
 		}
