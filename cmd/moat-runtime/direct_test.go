@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -202,33 +201,7 @@ func testConsoleSocket(t *testing.T) {
 	spec.Process.ConsoleSize = &specs.Box{Height: 33, Width: 101}
 	b := writeBundle(t, spec)
 	sock := filepath.Join(t.TempDir(), "console.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	master := make(chan *os.File, 1)
-	go func() {
-		c, err := ln.AcceptUnix()
-		if err != nil {
-			master <- nil
-			return
-		}
-		defer c.Close()
-		buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(4))
-		_, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
-		if err != nil {
-			master <- nil
-			return
-		}
-		msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
-		if len(msgs) != 1 {
-			master <- nil
-			return
-		}
-		fds, _ := unix.ParseUnixRights(&msgs[0])
-		master <- os.NewFile(uintptr(fds[0]), "master")
-	}()
+	master := consoleMaster(t, sock)
 	if _, errs, code := rt(t, root, "create", "--bundle", b, "--console-socket", sock, "tty1"); code != 0 {
 		t.Fatalf("create: exit %d: %s", code, errs)
 	}

@@ -181,7 +181,8 @@ func TestExecTTY(t *testing.T) {
 }
 
 // consoleMaster accepts one console-socket connection at sock and sends
-// the pty master it carries.
+// the pty master it carries (nil if none came), made non-blocking so that
+// its reads take deadlines.
 func consoleMaster(t *testing.T, sock string) <-chan *os.File {
 	t.Helper()
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
@@ -205,6 +206,7 @@ func consoleMaster(t *testing.T, sock string) <-chan *os.File {
 			return
 		}
 		fds, _ := unix.ParseUnixRights(&msgs[0])
+		unix.SetNonblock(fds[0], true)
 		master <- os.NewFile(uintptr(fds[0]), "master")
 	}()
 	return master

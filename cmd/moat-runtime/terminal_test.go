@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,31 +21,7 @@ import (
 func consoleSocket(t *testing.T) (string, <-chan *os.File) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "console.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	master := make(chan *os.File, 1)
-	go func() {
-		c, err := ln.AcceptUnix()
-		if err != nil {
-			master <- nil
-			return
-		}
-		defer c.Close()
-		buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(4))
-		_, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
-		msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil || len(msgs) != 1 {
-			master <- nil
-			return
-		}
-		fds, _ := unix.ParseUnixRights(&msgs[0])
-		unix.SetNonblock(fds[0], true)
-		master <- os.NewFile(uintptr(fds[0]), "master")
-	}()
-	return sock, master
+	return sock, consoleMaster(t, sock)
 }
 
 // TestConsoleIsControlling: with process.terminal the pty is the
