@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 12 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags
+const ConfigVersion = 13 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Landlock
 
 // Network modes.
 const (
@@ -115,6 +115,16 @@ type Config struct {
 	// a shell has job control and /dev/tty opens. A stdin that is no
 	// terminal fails the exec (ENOTTY).
 	Terminal bool `json:"terminal,omitempty"`
+	// Landlock puts the tool in a Landlock domain (landlock(7), Linux
+	// 5.13+) as a second wall behind the mount namespace: every
+	// filesystem right the kernel's ABI knows is handled, and granted
+	// beneath the sandbox's own root only, so a file or directory of the
+	// host that the tool reaches by any other way (a descriptor a host
+	// process passes it, a kernel bug that escapes the mount namespace)
+	// opens, executes, is written, linked or renamed into nowhere. The
+	// mount tree still decides what is read-only. A kernel without
+	// Landlock fails the setup (StepLandlock); LandlockABI tells first.
+	Landlock bool `json:"landlock,omitempty"`
 	// Env is the complete environment of the tool.
 	Env []string `json:"env"`
 	// Workdir is a host directory bound read-write at /work, which is the

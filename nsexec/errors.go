@@ -67,6 +67,7 @@ const (
 	StepExec              // child: execve of the tool
 	StepJoin              // parent: check and join another sandbox's namespaces
 	StepSysctl            // child: the namespaced sysctls
+	StepLandlock          // child: the Landlock domain (Config.Landlock)
 )
 
 var stepNames = [...]string{
@@ -98,6 +99,7 @@ var stepNames = [...]string{
 	StepExec:         "exec",
 	StepJoin:         "join",
 	StepSysctl:       "sysctl",
+	StepLandlock:     "landlock",
 }
 
 func (s Step) String() string {

@@ -44,6 +44,11 @@ func (c *child) exec() error {
 		return stepErr(StepFDs, "", "close_range", err)
 	}
 	c.mark(markPrivileges)
+	// The Landlock domain just before the filter, on this thread, which
+	// forks the tool (landlock_linux.go).
+	if err := c.restrictLandlock(-1); err != nil {
+		return err
+	}
 	// Last: once the filter is in place, the init only forks and execs the
 	// tool, forwards signals, reaps and reports, all under the filter.
 	if prog != nil {

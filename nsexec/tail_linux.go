@@ -148,6 +148,11 @@ func (c *child) execTail() error {
 		tty = 1
 	}
 	env := []string{fmt.Sprintf("_MOAT_TAIL=%d,%d,%d,%d", c.sync, mfd, len(cfg.Seccomp), tty)}
+	// The Landlock domain, on this thread, which the tail's exec keeps;
+	// the tail loads the filter after it (landlock_linux.go).
+	if err := c.restrictLandlock(c.self); err != nil {
+		return err
+	}
 	// The descriptor limit the Go runtime raised at start goes back to
 	// what the init started with, as syscall.ForkExec does for a tool
 	// (errors ignored there too: a lower hard limit from the policy wins).
