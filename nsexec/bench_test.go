@@ -41,8 +41,14 @@ func BenchmarkPlainExecTrue(b *testing.B) {
 
 // BenchmarkStartTrueStages is BenchmarkStartTrue with WithTrace: each
 // stage's mean shows as its own metric (µs/op).
-func BenchmarkStartTrueStages(b *testing.B) {
-	cfg := &Config{Args: []string{"/bin/true"}, Workdir: b.TempDir()}
+func BenchmarkStartTrueStages(b *testing.B) { startTrueStages(b, false) }
+
+// BenchmarkStartTrueStagesLandlock is BenchmarkStartTrueStages with
+// Config.Landlock, whose domain is made in the seccomp stage.
+func BenchmarkStartTrueStagesLandlock(b *testing.B) { startTrueStages(b, true) }
+
+func startTrueStages(b *testing.B, landlock bool) {
+	cfg := &Config{Args: []string{"/bin/true"}, Workdir: b.TempDir(), Landlock: landlock}
 	var sum Trace
 	n := 0
 	rec := WithTrace(func(t Trace) { sum = addTrace(sum, t); n++ })
