@@ -93,6 +93,22 @@ func (c *child) restrictLandlock(exe int) error {
 	if err := addPathRule(ruleset, root, all); err != nil {
 		return stepErr(StepLandlock, "/", "landlock_add_rule", err)
 	}
+	if exe < 0 {
+		// The tool's stdio, when it is a file of the host (a regular file
+		// or a terminal): the tool holds the descriptors, and reopening
+		// one by path (/dev/stdout, /proc/self/fd/1, what shells and
+		// loggers do) is the path's rule's to allow, so each gets one,
+		// with the rights of its open mode. A pipe or socket is no path.
+		// The tail's stdio comes with its request, after the domain is
+		// made: a prepared sandbox's tool may use it, not reopen it.
+		for fd := 0; fd < 3; fd++ {
+			if access, ok := stdioRights(fd, all); ok {
+				if err := addPathRule(ruleset, fd, access); err != nil {
+					return stepErr(StepLandlock, "", "landlock_add_rule for "+stdioNames[fd], err)
+				}
+			}
+		}
+	}
 	if exe >= 0 {
 		// A rule on a file takes the file rights only (EINVAL otherwise).
 		if err := addPathRule(ruleset, exe, all&(unix.LANDLOCK_ACCESS_FS_EXECUTE|unix.LANDLOCK_ACCESS_FS_READ_FILE)); err != nil {
@@ -114,4 +130,35 @@ func addPathRule(ruleset, fd int, access uint64) error {
 		return errno
 	}
 	return nil
+}
+
+// stdioRights are the rights a rule on descriptor fd grants, when it is a
+// regular file or a device: those of its open mode (truncation with
+// writing: a shell's "> /dev/stdout" opens with O_TRUNC), within handled.
+func stdioRights(fd int, handled uint64) (uint64, bool) {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return 0, false
+	}
+	var access uint64
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFCHR, unix.S_IFBLK:
+		access = unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+	default:
+		return 0, false
+	}
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return 0, false
+	}
+	switch fl & unix.O_ACCMODE {
+	case unix.O_RDONLY:
+		access |= unix.LANDLOCK_ACCESS_FS_READ_FILE
+	case unix.O_WRONLY:
+		access |= unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE
+	default:
+		access |= unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE
+	}
+	return access & handled, true
 }

@@ -198,3 +198,40 @@ func landlockRefused(t *testing.T, prepared bool) {
 	}
 	t.Logf("this kernel has no Landlock: refused as it should be (%v)", err)
 }
+
+// TestLandlockStdioReopens: under Landlock, a cold sandbox's tool whose
+// stdout is a file of the host reopens it by path (a shell's
+// "> /dev/stdout", /proc/self/fd/1) to write, as it would without
+// Landlock, but not to read: the rule on its stdio has the rights of the
+// descriptor's open mode, whatever the file's mode would let it do.
+func TestLandlockStdioReopens(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		if LandlockABI() < 1 {
+			landlockRefused(t, false)
+			return
+		}
+		out := filepath.Join(t.TempDir(), "out")
+		f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := os.Chmod(out, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		cfg := shell(t, "echo direct; echo by-path >> /dev/stdout; echo by-fd >> /proc/self/fd/1; "+
+			"if (exec 3</proc/self/fd/1) 2>/dev/null; then echo read-back; else echo no-read; fi")
+		cfg.Landlock = true
+		p, err := Start(context.Background(), cfg, Stdio{Stdout: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, err := p.Wait(); err != nil || e.Code != 0 {
+			t.Fatalf("exit %+v, %v", e, err)
+		}
+		b, _ := os.ReadFile(out)
+		if string(b) != "direct\nby-path\nby-fd\nno-read\n" {
+			t.Fatalf("the host file reads %q: want the three writes, and no read back through its write-only stdout", b)
+		}
+	})
+}
