@@ -126,6 +126,10 @@ type NativeIsolation struct {
 	// Egress, when set, is what the tool may reach through moat's filtering
 	// proxy; the network namespace itself has no route out.
 	Egress *EgressPolicy `json:"egress,omitempty"`
+	// Landlock, when not 0, is the Landlock ABI of the domain every
+	// sandbox's tool is in: every filesystem right beneath its own root,
+	// none elsewhere (a second wall behind the mount namespace).
+	Landlock int `json:"landlock,omitempty"`
 }
 
 // EgressPolicy is a sandbox's egress allowlist as the policy states it.

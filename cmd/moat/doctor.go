@@ -15,6 +15,7 @@ import (
 	"github.com/moat-sandbox/moat/cgroups"
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/executor/native"
+	"github.com/moat-sandbox/moat/nsexec"
 	"github.com/moat-sandbox/moat/policies"
 	"github.com/moat-sandbox/moat/seccomp"
 	"golang.org/x/sys/unix"
@@ -27,6 +28,7 @@ type doctorReport struct {
 	User     identity       `json:"user"`
 	UserNS   userNSReport   `json:"userNamespaces"`
 	Seccomp  seccompReport  `json:"seccomp"`
+	Landlock landlockReport `json:"landlock"`
 	Cgroups  cgroupReport   `json:"cgroups"`
 	Policies []policyReport `json:"policies"`
 	Egress   egressReport   `json:"egress"`
@@ -52,6 +54,12 @@ type userNSReport struct {
 	// Works is the result of starting a real sandbox (/bin/true).
 	Works bool   `json:"works"`
 	Error string `json:"error,omitempty"`
+}
+
+// landlockReport is the second wall: the kernel's Landlock ABI (0 for
+// none), which the native provider puts every sandbox's tool behind.
+type landlockReport struct {
+	ABI int `json:"abi"`
 }
 
 type seccompReport struct {
@@ -144,6 +152,7 @@ func diagnose() *doctorReport {
 		r.Seccomp.Actions = strings.Fields(a)
 	}
 	r.Seccomp = diagnoseSeccomp(r)
+	r.Landlock = landlockReport{ABI: nsexec.LandlockABI()}
 	if !r.Seccomp.Usable {
 		r.Problems = append(r.Problems, problem{"seccomp filters cannot be compiled or loaded (library " + orNone(r.Seccomp.Library) + ", kernel actions " + orNone(strings.Join(r.Seccomp.Actions, " ")) + ")",
 			"use a moat built with cgo and libseccomp (the release build is static) on a kernel with CONFIG_SECCOMP_FILTER"})

@@ -75,6 +75,9 @@ func lower(o *options) (*launcher, executor.Config, error) {
 		Network: pol.Network,
 		TmpSize: tmp,
 		Rlimits: pol.Rlimits,
+		// The second wall wherever the kernel has it (landlock_linux.go
+		// in nsexec says what it grants).
+		Landlock: !o.noLandlock && nsexec.LandlockABI() > 0,
 	}
 	if pol.Rootfs != "" && pol.Rootfs != policies.RootfsHost {
 		tmpl.Rootfs = pol.Rootfs

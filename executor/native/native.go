@@ -53,6 +53,7 @@ type options struct {
 	systemdBus string
 	egress     *egress.Proxy
 	onEgress   func(*executor.Request, egress.Usage)
+	noLandlock bool
 }
 
 // WithSeccompStore keeps the policy's compiled seccomp program in dir
@@ -72,6 +73,13 @@ func WithSeccompStore(dir string) Option {
 		}
 	}
 }
+
+// WithoutLandlock leaves the sandboxes out of a Landlock domain. By
+// default, on a kernel with Landlock (nsexec.LandlockABI), every sandbox's
+// tool is in one that grants every filesystem right beneath its root and
+// none elsewhere (nsexec.Config.Landlock), a second wall behind the mount
+// namespace; the posture names its ABI.
+func WithoutLandlock() Option { return func(o *options) { o.noLandlock = true } }
 
 // WithPolicy sets the sandbox policy (default: the built-in "default").
 func WithPolicy(p *policies.Policy) Option { return func(o *options) { o.policy = p } }

@@ -25,6 +25,9 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *exe
 		Rootfs:       "tmpfs+ro-binds of the host system directories",
 	}
 	n.Egress = attestEgress(l.egress, pol)
+	if l.tmpl.Landlock {
+		n.Landlock = nsexec.LandlockABI()
+	}
 	if l.tmpl.Rootfs != "" {
 		n.Rootfs = l.tmpl.Rootfs + " (read-only)"
 	}

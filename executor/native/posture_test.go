@@ -163,3 +163,17 @@ func TestZeroPolicyTimeoutIsRefused(t *testing.T) {
 		t.Fatalf("attested timeoutMs %v, want 1500.5", got)
 	}
 }
+
+// TestPostureNamesTheLandlockWall: on a kernel with Landlock every sandbox
+// is in a domain (nsexec's TestLandlockWallsOffTheHost tries what it
+// stops) and the posture names its ABI; WithoutLandlock leaves it out and
+// the posture says so. On a kernel without it the posture claims none.
+func TestPostureNamesTheLandlockWall(t *testing.T) {
+	abi := nsexec.LandlockABI()
+	if got := postureOf(t, nil).Isolation.Native.Landlock; got != abi {
+		t.Fatalf("posture landlock %d, want the kernel's ABI %d", got, abi)
+	}
+	if got := postureOf(t, nil, native.WithoutLandlock()).Isolation.Native.Landlock; got != 0 {
+		t.Fatalf("posture landlock %d with WithoutLandlock, want 0", got)
+	}
+}
