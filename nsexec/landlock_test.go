@@ -153,7 +153,13 @@ func TestLandlockWallsOffTheHost(t *testing.T) {
 			t.Fatalf("without Landlock the probe got %v: want the host's secret read, truncated and renamed, its script run, or the test shows nothing", open)
 		}
 		got, host := landlockRun(t, prepared, true)
-		for _, name := range []string{"read", "reopen", "create", "link", "rename", "truncate"} {
+		walled := []string{"read", "reopen", "create", "link", "rename"}
+		if LandlockABI() >= 3 {
+			// Truncation is a right of its own from ABI 3 (Linux 6.2);
+			// before, Landlock does not handle it.
+			walled = append(walled, "truncate")
+		}
+		for _, name := range walled {
 			if got[name] != "Permission_denied" {
 				t.Errorf("%s beneath a host directory's descriptor under Landlock: %q, want Permission denied", name, got[name])
 			}
@@ -171,7 +177,7 @@ func TestLandlockWallsOffTheHost(t *testing.T) {
 				t.Errorf("%s in the host directory: %v, want nothing there", name, err)
 			}
 		}
-		if b, _ := os.ReadFile(filepath.Join(host, "secret")); string(b) != "host-secret\n" {
+		if b, _ := os.ReadFile(filepath.Join(host, "secret")); string(b) != "host-secret\n" && LandlockABI() >= 3 {
 			t.Errorf("the host's secret now reads %q", b)
 		}
 	})
