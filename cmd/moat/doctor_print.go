@@ -39,10 +39,10 @@ func printReport(w io.Writer, r *doctorReport) {
 		lib = "no libseccomp; built-in filters embedded (" + r.Seccomp.Embedded + ")"
 	}
 	layer("seccomp", r.Seccomp.Usable, "", fmt.Sprintf("%s; %d kernel actions", lib, len(r.Seccomp.Actions)))
-	if r.Landlock.ABI > 0 {
+	if r.Landlock.ABI >= 2 {
 		layer("landlock", true, "", fmt.Sprintf("ABI %d: each sandbox's tool reaches no file outside its own root", r.Landlock.ABI))
 	} else {
-		layer("landlock", false, "none", "this kernel has no Landlock: the mount namespace is the only wall around the files")
+		layer("landlock", false, "none", fmt.Sprintf("Landlock ABI %d (2, Linux 5.19, is needed): the mount namespace is the only wall", r.Landlock.ABI))
 	}
 	cg := "layout " + r.Cgroups.Layout + "; memory, pids and cpu limits enforced"
 	if d := degradedLimits(r.Cgroups); d != "" {

@@ -76,8 +76,9 @@ func lower(o *options) (*launcher, executor.Config, error) {
 		TmpSize: tmp,
 		Rlimits: pol.Rlimits,
 		// The second wall wherever the kernel has it (landlock_linux.go
-		// in nsexec says what it grants).
-		Landlock: !o.noLandlock && nsexec.LandlockABI() > 0,
+		// in nsexec says what it grants), from ABI 2 (Linux 5.19): ABI 1
+		// refuses every rename or link into another directory.
+		Landlock: !o.noLandlock && nsexec.LandlockABI() >= 2,
 	}
 	if pol.Rootfs != "" && pol.Rootfs != policies.RootfsHost {
 		tmpl.Rootfs = pol.Rootfs

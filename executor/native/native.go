@@ -75,7 +75,8 @@ func WithSeccompStore(dir string) Option {
 }
 
 // WithoutLandlock leaves the sandboxes out of a Landlock domain. By
-// default, on a kernel with Landlock (nsexec.LandlockABI), every sandbox's
+// default, on a kernel with Landlock ABI 2 or later (nsexec.LandlockABI;
+// Linux 5.19: ABI 1 refuses every rename across directories), every sandbox's
 // tool is in one that grants every filesystem right beneath its root and
 // none elsewhere (nsexec.Config.Landlock), a second wall behind the mount
 // namespace; the posture names its ABI.
