@@ -80,7 +80,9 @@ func run(args []string) int {
 		fn = r.pause
 	case "resume":
 		fn = r.resume
-	case "checkpoint", "restore", "update", "events", "spec":
+	case "events":
+		fn = r.events
+	case "checkpoint", "restore", "update", "spec":
 		err = fmt.Errorf("%s is not supported by moat-runtime (see the README's OCI section)", cmd)
 	case "--version", "-v", "version":
 		fmt.Printf("moat-runtime version 0.1\nspec: 1.2.0\n")
@@ -124,6 +126,7 @@ commands (runc's):
   ps [--format table|json] ID [PS-ARGS...]
   pause ID
   resume ID
+  events [--stats] [--interval D] ID
   list
   features
 `
