@@ -255,6 +255,17 @@ func TestLeafOpsStayInTheirContainer(t *testing.T) {
 // /proc/PID/cgroup.
 func cgroupFile(t *testing.T, root, id, controller, file string) string {
 	t.Helper()
+	v, err := os.ReadFile(filepath.Join(cgroupPath(t, root, id, controller), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(v))
+}
+
+// cgroupPath is the directory of the container's leaf in a controller's
+// hierarchy.
+func cgroupPath(t *testing.T, root, id, controller string) string {
+	t.Helper()
 	pid := ociState(t, root, id).Pid
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
@@ -274,14 +285,12 @@ func cgroupFile(t *testing.T, root, id, controller, file string) string {
 		default:
 			continue
 		}
-		v, err := os.ReadFile(filepath.Join(dir, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(v))
+		return dir
 	}
 	t.Fatalf("no %s cgroup in %s", controller, b)
 	return ""
 }
 
 func present(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o600) }

@@ -82,7 +82,9 @@ func run(args []string) int {
 		fn = r.resume
 	case "events":
 		fn = r.events
-	case "checkpoint", "restore", "update", "spec":
+	case "update":
+		fn = r.update
+	case "checkpoint", "restore", "spec":
 		err = fmt.Errorf("%s is not supported by moat-runtime (see the README's OCI section)", cmd)
 	case "--version", "-v", "version":
 		fmt.Printf("moat-runtime version 0.1\nspec: 1.2.0\n")
@@ -127,6 +129,8 @@ commands (runc's):
   pause ID
   resume ID
   events [--stats] [--interval D] ID
+  update [--resources FILE|-] [--memory N] [--memory-swap N] [--pids-limit N]
+         [--cpu-quota N] [--cpu-period N] [--cpu-share N] ID
   list
   features
 `
