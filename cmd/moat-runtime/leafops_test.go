@@ -266,7 +266,13 @@ func cgroupFile(t *testing.T, root, id, controller, file string) string {
 // hierarchy.
 func cgroupPath(t *testing.T, root, id, controller string) string {
 	t.Helper()
-	pid := ociState(t, root, id).Pid
+	return leafDir(t, ociState(t, root, id).Pid, controller)
+}
+
+// leafDir is the directory of pid's cgroup in a v1 controller's hierarchy,
+// or the unified one on a v2 host.
+func leafDir(t *testing.T, pid int, controller string) string {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		t.Fatal(err)
