@@ -109,3 +109,47 @@ func TestEventsStats(t *testing.T) {
 		t.Errorf("events --stats of a stopped container: exit %d: %s", code, errs)
 	}
 }
+
+// TestEventsOOM: the stream reports an "oom" event once the OOM killer
+// has killed in the container (a 256 MiB line through tail under a 32 MiB
+// limit), and the container's stats go on.
+func TestEventsOOM(t *testing.T) {
+	root := t.TempDir()
+	_, spec := bundle(t, "/bin/sh", "-c", "sleep 1; head -c 256m /dev/zero | tail -n 1 > /dev/null; sleep 1000")
+	withLeaf(t, spec)
+	mem := int64(32 << 20)
+	spec.Linux.Resources.Memory = &specs.LinuxMemory{Limit: &mem}
+	running(t, root, "oom1", spec)
+	cmd := exec.Command(runtimeBin(t), "--root", root, "events", "--interval", "100ms", "oom1")
+	so, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	timer := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	sc := bufio.NewScanner(so)
+	var types []string
+	for sc.Scan() {
+		var e runcEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("stream: %q: %v", sc.Text(), err)
+		}
+		types = append(types, e.Type)
+		if e.Type == "oom" {
+			if e.ID != "oom1" {
+				t.Errorf("oom event for %q", e.ID)
+			}
+			break
+		}
+	}
+	if len(types) < 2 || types[len(types)-1] != "oom" || types[0] != "stats" {
+		t.Fatalf("stream: events %v, want stats and then an oom", types)
+	}
+	if !sc.Scan() || !strings.Contains(sc.Text(), `"type":"stats"`) {
+		t.Errorf("after the oom event: %q, want the stats that go on", sc.Text())
+	}
+}
