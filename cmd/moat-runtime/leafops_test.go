@@ -300,3 +300,50 @@ func leafDir(t *testing.T, pid int, controller string) string {
 func present(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o600) }
+
+// TestPausedCreatedStaysUnstarted: a created container can be paused (as
+// under runc); its monitor refuses to start it while paused even when
+// asked straight over the control socket (the CLI's own check bypassed),
+// and resume returns it to created, from where it starts.
+func TestPausedCreatedStaysUnstarted(t *testing.T) {
+	root := t.TempDir()
+	spec := sleeper(t)
+	withLeaf(t, spec)
+	if _, errs, code := rt(t, root, "create", "--bundle", writeBundle(t, spec), "c1"); code != 0 {
+		t.Fatalf("create: exit %d: %s", code, errs)
+	}
+	t.Cleanup(func() { rt(t, root, "delete", "--force", "c1") })
+	if _, errs, code := rt(t, root, "pause", "c1"); code != 0 {
+		t.Fatalf("pause of a created container: exit %d: %s", code, errs)
+	}
+	err := request(filepath.Join(root, "c1", controlSocket), ctlRequest{Op: "start"})
+	if err == nil || !strings.Contains(err.Error(), "cannot start a container in the paused state") {
+		t.Fatalf("start asked of the monitor of a paused container: %v", err)
+	}
+	if st := ociState(t, root, "c1"); st.Status != "paused" {
+		t.Fatalf("after the refused start: %s", st.Status)
+	}
+	if _, errs, code := rt(t, root, "resume", "c1"); code != 0 {
+		t.Fatalf("resume: exit %d: %s", code, errs)
+	}
+	if st := ociState(t, root, "c1"); st.Status != specs.StateCreated {
+		t.Fatalf("a resumed created container is %s", st.Status)
+	}
+	if _, errs, code := rt(t, root, "start", "c1"); code != 0 {
+		t.Fatalf("start after resume: exit %d: %s", code, errs)
+	}
+	waitStatus(t, root, "c1", specs.StateRunning)
+}
+
+// TestPsFilter: the table keeps ps's header and the lines of the pids
+// asked, by the PID column wherever it is, and needs one.
+func TestPsFilter(t *testing.T) {
+	out := "UID PID PPID CMD\nroot 1 0 init\nroot 12 1 sh\nroot 120 12 sleep\n"
+	got, err := psFilter(out, []int{12, 120})
+	if err != nil || got != "UID PID PPID CMD\nroot 12 1 sh\nroot 120 12 sleep\n" {
+		t.Errorf("psFilter = %q, %v", got, err)
+	}
+	if _, err := psFilter("UID CMD\nroot init\n", []int{1}); err == nil || !strings.Contains(err.Error(), "no PID column") {
+		t.Errorf("psFilter without a PID column: %v", err)
+	}
+}

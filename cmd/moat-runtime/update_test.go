@@ -129,3 +129,41 @@ func TestUpdateWithoutALeafAsNobody(t *testing.T) {
 		}
 	})
 }
+
+// TestRAMBytes: --memory and its kin read runc's sizes (binary units).
+func TestRAMBytes(t *testing.T) {
+	for in, want := range map[string]int64{"-1": -1, "1024": 1024, "64m": 64 << 20, "64MiB": 64 << 20, "1.5g": 3 << 29, "2 kb": 2048, "1T": 1 << 40} {
+		if got, err := ramBytes(in); err != nil || got != want {
+			t.Errorf("ramBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "lots", "-2", "1x", "99999999999p"} {
+		if _, err := ramBytes(in); err == nil {
+			t.Errorf("ramBytes(%q) accepted", in)
+		}
+	}
+}
+
+// TestUpdateResourcesFromFlags: runc's flags fill linux.resources, and
+// --memory-swap does not turn swap on (swapOff).
+func TestUpdateResourcesFromFlags(t *testing.T) {
+	res, err := updateResources(map[string]string{"memory": "128m", "memory-swap": "256m", "pids-limit": "7",
+		"cpu-quota": "20000", "cpu-period": "40000", "cpu-share": "512"}, nil)
+	if err == nil {
+		err = swapOff(res)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *res.Memory.Limit != 128<<20 || res.Memory.Swap != nil || *res.Pids.Limit != 7 || *res.CPU.Quota != 20000 ||
+		*res.CPU.Period != 40000 || *res.CPU.Shares != 512 {
+		t.Errorf("resources %+v %+v %+v", res.Memory, res.Pids, res.CPU)
+	}
+	if _, err := updateResources(map[string]string{"pids-limit": "many"}, nil); err == nil || !strings.Contains(err.Error(), "--pids-limit") {
+		t.Errorf("--pids-limit many: %v", err)
+	}
+	res, err = updateResources(map[string]string{"resources": "-"}, strings.NewReader(`{"cpu":{"quota":30000}}`))
+	if err != nil || *res.CPU.Quota != 30000 {
+		t.Errorf("--resources -: %+v, %v", res, err)
+	}
+}
