@@ -2,6 +2,7 @@ package cgroups
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -127,8 +128,11 @@ func (l *v2Leaf) update(u update) error {
 	}
 	if u.cpuQuota != nil || u.cpuPeriod != nil {
 		f, err := fields(l.dir, "cpu.max")
-		if err != nil || len(f) != 2 {
+		if err != nil {
 			return ctl("cpu.quota", "cpu", err)
+		}
+		if len(f) != 2 {
+			return fmt.Errorf("cpu.max reads %q, not QUOTA PERIOD", strings.Join(f, " "))
 		}
 		if u.cpuQuota != nil {
 			f[0] = "max"

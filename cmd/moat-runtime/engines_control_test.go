@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,10 +61,10 @@ func TestPodmanControl(t *testing.T) {
 	}
 	pidOut, _, _ := p.run("inspect", name, "--format", "{{.State.Pid}}")
 	pid, _ := strconv.Atoi(strings.TrimSpace(pidOut))
-	if got := leafFile(t, pid, "memory", "memory.limit_in_bytes"); got != "268435456" {
+	if got := limitOf(t, pid, "memory"); got != "268435456" {
 		t.Errorf("after podman update --memory 256m the leaf's limit is %s", got)
 	}
-	if got := leafFile(t, pid, "cpu", "cpu.cfs_quota_us") + "/" + leafFile(t, pid, "cpu", "cpu.cfs_period_us"); got != "50000/100000" {
+	if got := limitOf(t, pid, "cpu"); got != "50000 100000" {
 		t.Errorf("after podman update --cpus 0.5 the leaf's quota/period is %s", got)
 	}
 	out, errs, code = p.run("exec", name, "/bin/sh", "-c", "head -c 100000000 /dev/zero > /work/x && echo ok")
@@ -85,15 +84,4 @@ func TestPodmanControl(t *testing.T) {
 	if present("/proc/" + strconv.Itoa(pid)) {
 		t.Fatalf("the paused container's init %d outlived rm -f", pid)
 	}
-}
-
-// leafFile reads a control file of pid's cgroup in a controller's
-// hierarchy.
-func leafFile(t *testing.T, pid int, controller, file string) string {
-	t.Helper()
-	v, err := os.ReadFile(filepath.Join(leafDir(t, pid, controller), file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(v))
 }

@@ -245,28 +245,9 @@ func TestLeafOpsStayInTheirContainer(t *testing.T) {
 	if !counts(t, vol, count(t, vol)) {
 		t.Fatal("the victim does not count: it was frozen")
 	}
-	if limit := cgroupFile(t, root, "victim", "pids", "pids.max"); limit != "64" {
+	if limit := limitOf(t, ociState(t, root, "victim").Pid, "pids"); limit != "64" {
 		t.Fatalf("the victim's pids.max is %s, want 64", limit)
 	}
-}
-
-// cgroupFile reads a control file of the container's leaf: the file in
-// the v1 controller's (or the unified) hierarchy named by its init's
-// /proc/PID/cgroup.
-func cgroupFile(t *testing.T, root, id, controller, file string) string {
-	t.Helper()
-	v, err := os.ReadFile(filepath.Join(cgroupPath(t, root, id, controller), file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(v))
-}
-
-// cgroupPath is the directory of the container's leaf in a controller's
-// hierarchy.
-func cgroupPath(t *testing.T, root, id, controller string) string {
-	t.Helper()
-	return leafDir(t, ociState(t, root, id).Pid, controller)
 }
 
 // leafDir is the directory of pid's cgroup in a v1 controller's hierarchy,
@@ -286,7 +267,7 @@ func leafDir(t *testing.T, pid int, controller string) string {
 		switch {
 		case slices.Contains(strings.Split(f[1], ","), controller):
 			dir = filepath.Join("/sys/fs/cgroup", f[1], f[2])
-		case f[0] == "0" && f[1] == "" && present("/sys/fs/cgroup/cgroup.controllers"):
+		case f[0] == "0" && f[1] == "" && unifiedHost():
 			dir = filepath.Join("/sys/fs/cgroup", f[2])
 		default:
 			continue
@@ -346,4 +327,48 @@ func TestPsFilter(t *testing.T) {
 	if _, err := psFilter("UID CMD\nroot init\n", []int{1}); err == nil || !strings.Contains(err.Error(), "no PID column") {
 		t.Errorf("psFilter without a PID column: %v", err)
 	}
+}
+
+// unifiedHost says whether this host's cgroups are v2 only.
+func unifiedHost() bool { return present("/sys/fs/cgroup/cgroup.controllers") }
+
+// limitOf reads one of the limits of pid's leaf, the same on v1 and v2:
+// "memory" (bytes), "pids", "cpu" ("QUOTA PERIOD").
+func limitOf(t *testing.T, pid int, kind string) string {
+	t.Helper()
+	read := func(controller, file string) string {
+		v, err := os.ReadFile(filepath.Join(leafDir(t, pid, controller), file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(v))
+	}
+	switch {
+	case kind == "memory" && unifiedHost():
+		return read("memory", "memory.max")
+	case kind == "memory":
+		return read("memory", "memory.limit_in_bytes")
+	case kind == "pids":
+		return read("pids", "pids.max")
+	case kind == "cpu" && unifiedHost():
+		return read("cpu", "cpu.max")
+	case kind == "cpu":
+		return read("cpu", "cpu.cfs_quota_us") + " " + read("cpu", "cpu.cfs_period_us")
+	}
+	t.Fatalf("limitOf %s", kind)
+	return ""
+}
+
+// swapOffIn says whether swap is accounted in pid's leaf, and if so
+// whether it is off (v1 memory+swap equal to memory, v2 memory.swap.max
+// 0).
+func swapOffIn(t *testing.T, pid int) (accounted, off bool) {
+	t.Helper()
+	dir := leafDir(t, pid, "memory")
+	if unifiedHost() {
+		b, err := os.ReadFile(filepath.Join(dir, "memory.swap.max"))
+		return err == nil, strings.TrimSpace(string(b)) == "0"
+	}
+	sw, err := os.ReadFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"))
+	return err == nil, strings.TrimSpace(string(sw)) == limitOf(t, pid, "memory")
 }

@@ -23,20 +23,19 @@ func TestUpdateChangesLimits(t *testing.T) {
 	spec.Linux.Resources.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
 	spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/work", Type: "tmpfs", Source: "tmpfs", Options: []string{"size=512m"}})
 	running(t, root, "u1", spec)
-	file := func(ctl, name string) string { return cgroupFile(t, root, "u1", ctl, name) }
-	swap := present(strings.TrimSuffix(cgroupPath(t, root, "u1", "memory"), "/") + "/memory.memsw.limit_in_bytes")
+	pid := ociState(t, root, "u1").Pid
+	lim := func(kind string) string { return limitOf(t, pid, kind) }
 
 	if _, errs, code := rt(t, root, "update", "--memory", "256m", "--pids-limit", "100", "--cpu-quota", "25000", "--cpu-period", "50000", "u1"); code != 0 {
 		t.Fatalf("update: exit %d: %s", code, errs)
 	}
-	for ctl, want := range map[[2]string]string{{"memory", "memory.limit_in_bytes"}: "268435456", {"pids", "pids.max"}: "100",
-		{"cpu", "cpu.cfs_quota_us"}: "25000", {"cpu", "cpu.cfs_period_us"}: "50000"} {
-		if got := file(ctl[0], ctl[1]); got != want {
-			t.Errorf("after update %s = %s, want %s", ctl[1], got, want)
+	for kind, want := range map[string]string{"memory": "268435456", "pids": "100", "cpu": "25000 50000"} {
+		if got := lim(kind); got != want {
+			t.Errorf("after update the %s limit is %s, want %s", kind, got, want)
 		}
 	}
-	if swap && file("memory", "memory.memsw.limit_in_bytes") != "268435456" {
-		t.Errorf("after update memory+swap = %s, want the memory limit (swap stays off)", file("memory", "memory.memsw.limit_in_bytes"))
+	if accounted, off := swapOffIn(t, pid); accounted && !off {
+		t.Error("after update swap is on; it stays off")
 	}
 	if out, errs, code := rt(t, root, "exec", "u1", "/bin/sh", "-c", "head -c 100000000 /dev/zero > /work/x && echo ok"); code != 0 || out != "ok\n" {
 		t.Fatalf("100 MB under the raised limit: exit %d: %q %s", code, out, errs)
@@ -44,8 +43,8 @@ func TestUpdateChangesLimits(t *testing.T) {
 	if _, errs, code := rt(t, root, "update", "--memory", "32m", "u1"); code != 1 || !strings.Contains(errs, "update container u1") {
 		t.Errorf("update below what the container holds: exit %d: %s", code, errs)
 	}
-	if got := file("memory", "memory.limit_in_bytes"); got != "268435456" {
-		t.Errorf("a refused update left memory.limit_in_bytes %s", got)
+	if got := lim("memory"); got != "268435456" {
+		t.Errorf("a refused update left the memory limit %s", got)
 	}
 	if _, errs, code := rt(t, root, "exec", "u1", "/bin/sh", "-c", ": > /work/x"); code != 0 {
 		t.Fatalf("empty /work/x: exit %d: %s", code, errs)
@@ -56,11 +55,11 @@ func TestUpdateChangesLimits(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("update --resources -: %v: %s", err, out)
 	}
-	if got := file("memory", "memory.limit_in_bytes"); got != "33554432" {
-		t.Errorf("after update --resources memory.limit_in_bytes = %s", got)
+	if got := lim("memory"); got != "33554432" {
+		t.Errorf("after update --resources the memory limit is %s", got)
 	}
-	if got := file("pids", "pids.max"); got != "3" {
-		t.Errorf("after update --resources pids.max = %s", got)
+	if got := lim("pids"); got != "3" {
+		t.Errorf("after update --resources the pids limit is %s", got)
 	}
 	// The init, sleep and the exec'd sh are the three: sh cannot fork.
 	if out, _, code := rt(t, root, "exec", "u1", "/bin/sh", "-c", "/bin/true && echo forked"); code == 0 || strings.Contains(out, "forked") {
@@ -106,7 +105,7 @@ func TestUpdateRefusesWhatMoatDoesNotEnforce(t *testing.T) {
 			t.Errorf("update %v: exit %d: %s (want %q)", c.args, code, errs, c.want)
 		}
 	}
-	if got := cgroupFile(t, root, "u2", "pids", "pids.max"); got != "64" {
+	if got := limitOf(t, ociState(t, root, "u2").Pid, "pids"); got != "64" {
 		t.Errorf("after the refused updates pids.max = %s, want 64", got)
 	}
 	if _, errs, code := rt(t, root, "kill", "u2", "KILL"); code != 0 {
