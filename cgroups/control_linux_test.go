@@ -253,3 +253,26 @@ func hybridUnified(t *testing.T) *Manager {
 	}
 	return m
 }
+
+// TestV2UpdateWithoutControllerOnHybrid: a limit whose controller the leaf
+// lacks (the hybrid host's cgroup2 mount has none) is a *ControllerError
+// naming both, which is ErrNoDelegation, and not a silent success.
+func TestV2UpdateWithoutControllerOnHybrid(t *testing.T) {
+	m := hybridUnified(t)
+	leaf, err := m.Create("noctl", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { leaf.Delete() })
+	for field, res := range map[string]*specs.LinuxResources{
+		"memory.limit": {Memory: &specs.LinuxMemory{Limit: i64(64 << 20)}},
+		"pids.limit":   {Pids: &specs.LinuxPids{Limit: i64(10)}},
+		"cpu.quota":    {CPU: &specs.LinuxCPU{Quota: i64(50000)}},
+	} {
+		err := leaf.Update(res)
+		var ce *ControllerError
+		if !errors.As(err, &ce) || ce.Field != field || !errors.Is(err, ErrNoDelegation) {
+			t.Errorf("Update %s without its controller: %v", field, err)
+		}
+	}
+}
