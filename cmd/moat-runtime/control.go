@@ -106,6 +106,8 @@ func ask(at string, req ctlRequest) (*ctlReply, error) {
 		return nil, fmt.Errorf("the container's monitor did not answer %q: %w", req.Op, err)
 	}
 	if !rep.OK {
+		// The monitor's errNotRunning stays that sentinel for the callers
+		// that branch on it (kill --all, the end of an events stream).
 		if rep.Error == errNotRunning.Error() {
 			return nil, errNotRunning
 		}
