@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,6 +29,11 @@ import (
 //	                               {"ok":true,"lease":true} with it, or
 //	                               {"ok":true} when it holds none
 //	                               (podrange.go)
+//	{"op":"ps"}                    the container's pids: {"ok":true,"pids":[...]}
+//	{"op":"pause"}, {"op":"resume"} its cgroup leaf frozen, thawed
+//	{"op":"stats"}                 {"ok":true,"stats":{...}}, the leaf's use
+//	                               and limits
+//	{"op":"update","resources":R}  the leaf's limits changed (leafops.go)
 const controlSocket = "ctl"
 
 // controlTimeout bounds one request; a start waits for the exec.
@@ -39,6 +45,8 @@ type ctlRequest struct {
 	Signal int          `json:"signal,omitempty"`
 	All    bool         `json:"all,omitempty"`
 	Exec   *execRequest `json:"exec,omitempty"`
+
+	Resources *specs.LinuxResources `json:"resources,omitempty"`
 }
 
 // ctlReply is one answer.
@@ -48,6 +56,8 @@ type ctlReply struct {
 	Pid   int         `json:"pid,omitempty"`
 	Lease bool        `json:"lease,omitempty"`
 	Exit  *exitStatus `json:"exit,omitempty"`
+	Pids  []int       `json:"pids,omitempty"`
+	Stats *leafStats  `json:"stats,omitempty"`
 }
 
 // exitStatus is how an exec'd process ended: its code, or the signal that
@@ -73,26 +83,37 @@ func dialControl(at string) (*net.UnixConn, error) {
 
 // request sends one request to the monitor and returns its answer's error.
 func request(at string, req ctlRequest) error {
+	_, err := ask(at, req)
+	return err
+}
+
+// ask sends one request to the monitor and returns its answer.
+func ask(at string, req ctlRequest) (*ctlReply, error) {
 	conn, err := dialControl(at)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(controlTimeout))
 	if err := writeLine(conn, req); err != nil {
-		return fmt.Errorf("reach the container's monitor: %w", err)
+		return nil, fmt.Errorf("reach the container's monitor: %w", err)
 	}
 	var rep ctlReply
 	lc := &lineConn{c: conn}
 	files, err := lc.readLine(&rep)
 	closeAll(files)
 	if err != nil {
-		return fmt.Errorf("the container's monitor did not answer %q: %w", req.Op, err)
+		return nil, fmt.Errorf("the container's monitor did not answer %q: %w", req.Op, err)
 	}
 	if !rep.OK {
-		return errors.New(rep.Error)
+		// The monitor's errNotRunning stays that sentinel for the callers
+		// that branch on it (kill --all, the end of an events stream).
+		if rep.Error == errNotRunning.Error() {
+			return nil, errNotRunning
+		}
+		return nil, errors.New(rep.Error)
 	}
-	return nil
+	return &rep, nil
 }
 
 // reply sends the answer to a request: ok, or the error.

@@ -97,7 +97,8 @@ func parseExec(args []string) (execOpts, error) {
 		case "detach", "d":
 			o.detach = p.bool()
 		case "no-new-privs", "ignore-paused":
-			// no_new_privs is always set (moat's floor); nothing is paused.
+			// no_new_privs is always set (moat's floor); a paused
+			// container is refused all the same (execRefusal says why).
 		default:
 			err = fmt.Errorf("unknown option --%s", name)
 		}

@@ -74,7 +74,17 @@ func run(args []string) int {
 		fn = r.list
 	case "exec":
 		fn = r.execCmd
-	case "pause", "resume", "checkpoint", "restore", "update", "ps", "events", "spec":
+	case "ps":
+		fn = r.ps
+	case "pause":
+		fn = r.pause
+	case "resume":
+		fn = r.resume
+	case "events":
+		fn = r.events
+	case "update":
+		fn = r.update
+	case "checkpoint", "restore", "spec":
 		err = fmt.Errorf("%s is not supported by moat-runtime (see the README's OCI section)", cmd)
 	case "--version", "-v", "version":
 		fmt.Printf("moat-runtime version 0.1\nspec: 1.2.0\n")
@@ -115,6 +125,12 @@ commands (runc's):
   exec [--process FILE] [--tty] [--console-socket SOCK] [--detach] [--pid-file FILE]
        [--cwd DIR] [--env K=V]... [--user UID[:GID]] [--cap CAP]... ID [COMMAND...]
   delete [--force] ID
+  ps [--format table|json] ID [PS-ARGS...]
+  pause ID
+  resume ID
+  events [--stats] [--interval D] ID
+  update [--resources FILE|-] [--memory N] [--memory-swap N] [--pids-limit N]
+         [--cpu-quota N] [--cpu-period N] [--cpu-share N] ID
   list
   features
 `

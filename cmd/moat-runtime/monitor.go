@@ -43,6 +43,8 @@ type monitor struct {
 	sessions int            // requests still to answer
 	closing  bool           // no new request once the container ended
 	idle     *sync.Cond
+
+	unpaused specs.ContainerState // under mu: what resume returns a paused container to (leafops.go)
 }
 
 // monitorMain is the monitor process: argv is the container's ID, and the
@@ -238,6 +240,8 @@ func (m *monitor) handle(c *net.UnixConn) {
 		m.execSession(c, lc, req.Exec, files)
 	case "lease":
 		m.shareLease(c)
+	case "ps", "pause", "resume", "stats", "update":
+		m.leafRequest(c, req) // leafops.go
 	default:
 		reply(c, fmt.Errorf("unknown request %q", req.Op))
 	}
@@ -246,7 +250,7 @@ func (m *monitor) handle(c *net.UnixConn) {
 // startProcess hands the prepared sandbox its process.
 func (m *monitor) startProcess() error {
 	m.mu.Lock()
-	if m.started || m.killed != 0 {
+	if m.started || m.killed != 0 || m.state.Status == statePaused {
 		st := m.state.Status
 		m.mu.Unlock()
 		return startRefusal(st)
@@ -309,6 +313,9 @@ func (m *monitor) signal(sig syscall.Signal, all bool) error {
 		}
 	}
 	err := m.sb.Signal(sig)
+	if sig == unix.SIGKILL {
+		m.thawKilled()
+	}
 	if errors.Is(err, nsexec.ErrSandboxGone) {
 		if all {
 			return nil

@@ -37,8 +37,13 @@ func startRefusal(status specs.ContainerState) error {
 
 // execRefusal is exec's error for a container that is not running.
 func execRefusal(status specs.ContainerState) error {
-	if status == specs.StateStopped {
+	switch status {
+	case specs.StateStopped:
 		return errors.New("cannot exec in a stopped container")
+	case statePaused:
+		// runc's words without its --ignore-paused: an exec'd process
+		// is forked by the container's init, which the freezer holds.
+		return errors.New("cannot exec in a paused container (resume it first)")
 	}
 	return fmt.Errorf("cannot exec in a %s container: only a running one has a process to exec beside (start it first)", status)
 }
