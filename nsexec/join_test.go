@@ -201,7 +201,11 @@ func TestJoinRefusesTheHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	own := nsIno(t, "self", "net")
+	// Until unshare has run, the child is in this thread's namespace
+	// (forked from it), which "the host's" (/proc/self, the main thread)
+	// need not be: a main thread a locked goroutine left elsewhere made
+	// the wait end at once and the host's namespace be "the engine's".
+	own := nsIno(t, "thread-self", "net")
 	other := strconv.Itoa(cmd.Process.Pid)
 	waitFor(t, func() bool { l, _ := os.Readlink("/proc/" + other + "/ns/net"); return l != "" && l != own })
 	ipc, err := os.Open("/proc/" + other + "/ns/ipc")
@@ -347,12 +351,16 @@ func waitFor(t *testing.T, cond func() bool) {
 // another goroutine.
 func TestJoinAfterTheMainThreadMoved(t *testing.T) {
 	testenv.RequireRoot(t)
+	// The child is forked from this thread, and is in its namespaces
+	// until unshare runs (TestJoinRefusesTheHosts says why not /proc/self).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	cmd := exec.Command("unshare", "--net", "sleep", "1000")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	own := nsIno(t, "self", "net")
+	own := nsIno(t, "thread-self", "net")
 	other := strconv.Itoa(cmd.Process.Pid)
 	waitFor(t, func() bool { l, _ := os.Readlink("/proc/" + other + "/ns/net"); return l != "" && l != own })
 	self, err := os.Executable()
