@@ -197,6 +197,9 @@ func (r *runtime) handOver(o createOpts, spec *specs.Spec, bundle string, plan *
 		Cwd: plan.Config.Cwd, UID: plan.Config.UID, GID: plan.Config.GID, Process: spec.Process, Caps: heldCaps(plan)}
 	if sb.leaf != nil {
 		msg.Leaf = leafID(o.id)
+		if made := sb.leaf.Made(); spec.Linux != nil && spec.Linux.CgroupsPath != "" {
+			msg.CgroupsPath, msg.CgroupMade = spec.Linux.CgroupsPath, made
+		}
 	}
 	files := append(h.Files(), lnFile)
 	if sb.pty != nil {

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moat-sandbox/moat/cgroups"
+	"github.com/moat-sandbox/moat/conformance/testenv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// cgroupsPathHost is the host for the cgroupsPath tests: root (an engine
+// that passes one runs the runtime as root, or gives it a delegated
+// group) with cgroup v1 controllers or v2.
+func cgroupsPathHost(t *testing.T) *cgroups.Host {
+	t.Helper()
+	testenv.RequireRoot(t)
+	h, err := cgroups.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Layout == cgroups.NoCgroups {
+		testenv.Skipf(t, "no cgroup filesystem is mounted")
+	}
+	return h
+}
+
+// hierarchies are the groups a cgroupsPath names, by controller ("" for
+// cgroup v2's single one): the directory and the name /proc/PID/cgroup
+// gives it.
+func hierarchies(h *cgroups.Host, path string) map[string][2]string {
+	out := map[string][2]string{}
+	if h.Layout == cgroups.Unified {
+		name := path
+		if !filepath.IsAbs(path) {
+			name = filepath.Join(strings.TrimPrefix(h.SelfUnified, h.Unified), path)
+		}
+		out[""] = [2]string{filepath.Join(h.Unified, name), filepath.Join("/", name)}
+		return out
+	}
+	for _, c := range []string{"memory", "pids", "cpu", "cpuacct", "freezer", "devices"} {
+		mnt, ok := h.V1[c]
+		if !ok {
+			continue
+		}
+		name := path
+		if !filepath.IsAbs(path) {
+			name = filepath.Join(strings.TrimPrefix(h.Self[c], mnt), path)
+		}
+		out[c] = [2]string{filepath.Join(mnt, name), filepath.Join("/", name)}
+	}
+	return out
+}
+
+// procGroups maps /proc/PID/cgroup's lines by controller ("" for v2).
+func procGroups(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseGroups(string(b))
+}
+
+func parseGroups(s string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if f[0] == "0" {
+			out[""] = f[2]
+		}
+		for _, c := range strings.Split(f[1], ",") {
+			out[c] = f[2]
+		}
+	}
+	return out
+}
+
+// engineGroup makes the group an engine would have made before calling the
+// runtime (podman's libpod_parent, kubelet's pod group) in every hierarchy
+// of h, and removes it when the test ends.
+func engineGroup(t *testing.T, h *cgroups.Host, path string) {
+	t.Helper()
+	for _, d := range hierarchies(h, path) {
+		if err := os.Mkdir(d[0], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			err := unix.Rmdir(d[0])
+			for i := 0; i < 50 && err == unix.EBUSY; i++ { // the kernel empties a group after its last task's exit
+				time.Sleep(20 * time.Millisecond)
+				err = unix.Rmdir(d[0])
+			}
+			if err != nil {
+				t.Errorf("the engine's group %s: %v (left non-empty, or removed by moat)", d[0], err)
+			}
+		})
+	}
+}
+
+// TestCgroupsPath: with linux.cgroupsPath the container's init, and an
+// exec'd process, live exactly in that group in every hierarchy moat uses
+// (absolute: below each hierarchy's root; relative: below the runtime's
+// own group, as runc's cgroupfs driver resolves them), its limits are
+// written there, and delete removes the levels create made and nothing
+// the engine made. On main the path was ignored: the init lived in a leaf
+// below moat's own group.
+func TestCgroupsPath(t *testing.T) {
+	h := cgroupsPathHost(t)
+	for _, abs := range []bool{true, false} {
+		t.Run(map[bool]string{true: "absolute", false: "relative"}[abs], func(t *testing.T) {
+			engine := fmt.Sprintf("moat-rt-cgpath-%d-%v", os.Getpid(), abs)
+			if abs {
+				engine = "/" + engine
+			}
+			engineGroup(t, h, engine)
+			path := engine + "/pod/ctr"
+			root := t.TempDir()
+			b, spec := bundle(t, "/bin/sh", "-c", "exec sleep 30")
+			limit := int64(57)
+			spec.Linux.CgroupsPath = path
+			spec.Linux.Resources = &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: &limit}}
+			b = writeBundle(t, spec)
+			if _, errs, code := rt(t, root, "create", "--bundle", b, "c1"); code != 0 {
+				t.Fatalf("create: exit %d: %s", code, errs)
+			}
+			defer rt(t, root, "delete", "--force", "c1")
+			st := ociState(t, root, "c1")
+			want := hierarchies(h, path)
+			got := procGroups(t, st.Pid)
+			for c, w := range want {
+				if got[c] != w[1] {
+					t.Errorf("the init's %q group is %q, want %q (linux.cgroupsPath %s)", c, got[c], w[1], path)
+				}
+			}
+			pidsDir := want["pids"][0]
+			if h.Layout == cgroups.Unified {
+				pidsDir = want[""][0]
+			}
+			if v, _ := os.ReadFile(filepath.Join(pidsDir, "pids.max")); strings.TrimSpace(string(v)) != "57" {
+				t.Errorf("%s/pids.max = %q, want 57", pidsDir, v)
+			}
+			if _, errs, code := rt(t, root, "start", "c1"); code != 0 {
+				t.Fatalf("start: exit %d: %s", code, errs)
+			}
+			out, errs, code := rt(t, root, "exec", "c1", "cat", "/proc/self/cgroup")
+			if code != 0 {
+				t.Fatalf("exec: exit %d: %s", code, errs)
+			}
+			exec := parseGroups(out)
+			for c, w := range want {
+				if exec[c] != w[1] {
+					t.Errorf("the exec'd process's %q group is %q, want %q", c, exec[c], w[1])
+				}
+			}
+			if _, errs, code := rt(t, root, "kill", "c1", "KILL"); code != 0 {
+				t.Fatalf("kill: exit %d: %s", code, errs)
+			}
+			waitStatus(t, root, "c1", specs.StateStopped)
+			if _, errs, code := rt(t, root, "delete", "c1"); code != 0 {
+				t.Fatalf("delete: exit %d: %s", code, errs)
+			}
+			for _, w := range want {
+				if _, err := os.Stat(filepath.Dir(w[0])); err == nil {
+					t.Errorf("%s (made by create) is left after delete", filepath.Dir(w[0]))
+				}
+			}
+		})
+	}
+}
+
+// TestCgroupsPathRefusesHostile: a cgroupsPath that leaves the hierarchy,
+// or names a group with another's processes in it, fails create with an
+// error naming linux.cgroupsPath; nothing of the container is left, and
+// the other group's process still runs. On main the path was ignored and
+// both containers were created.
+func TestCgroupsPathRefusesHostile(t *testing.T) {
+	h := cgroupsPathHost(t)
+	root := t.TempDir()
+	victim := fmt.Sprintf("/moat-rt-victim-%d", os.Getpid())
+	engineGroup(t, h, victim)
+	// Someone else's process in the victim group (sleep, started here).
+	sleeper, err := os.StartProcess("/bin/sleep", []string{"sleep", "30"}, &os.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Kill(); sleeper.Wait() }()
+	for _, d := range hierarchies(h, victim) {
+		if err := os.WriteFile(filepath.Join(d[0], "cgroup.procs"), []byte(fmt.Sprint(sleeper.Pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"/../../sys", "../x", victim} {
+		_, spec := bundle(t, "/bin/true")
+		spec.Linux.CgroupsPath = p
+		b := writeBundle(t, spec)
+		_, errs, code := rt(t, root, "create", "--bundle", b, "c1")
+		if code == 0 {
+			rt(t, root, "delete", "--force", "c1")
+			t.Errorf("cgroupsPath %q: create succeeded, want a refusal", p)
+			continue
+		}
+		if !strings.Contains(errs, "linux.cgroupsPath") {
+			t.Errorf("cgroupsPath %q: exit %d, stderr %q, want it to name linux.cgroupsPath", p, code, errs)
+		}
+		if entries, _ := os.ReadDir(root); len(entries) != 0 {
+			t.Errorf("cgroupsPath %q: state left behind: %v", p, entries)
+		}
+	}
+	if err := sleeper.Signal(unix.Signal(0)); err != nil {
+		t.Errorf("the other group's process: %v", err)
+	}
+}
