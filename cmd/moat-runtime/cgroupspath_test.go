@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -292,4 +294,104 @@ func podmanBytes(s string) float64 {
 		}
 	}
 	return -1
+}
+
+// TestContainerdMetricsCgroupsPath: containerd's runc shim reads a task's
+// metrics in the group of its config's linux.cgroupsPath (cgroupfs:
+// /<namespace>/<id>), so ctr task metrics gives a sleeping container's own
+// memory (runc here: about 0.7 MB). On main moat ignored the path and the
+// shim read another group (about 1 GB reported).
+func TestContainerdMetricsCgroupsPath(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctrd, err1 := exec.LookPath("containerd")
+	ctr, err2 := exec.LookPath("ctr")
+	if err1 != nil || err2 != nil {
+		testenv.Skipf(t, "containerd and ctr are not installed (Debian: apt-get install containerd)")
+	}
+	dir, err := os.MkdirTemp("", "moat-containerd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "containerd.sock")
+	conf := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n[ttrpc]\n  address = %q\n",
+		filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc")
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, _ := os.Create(filepath.Join(dir, "containerd.log"))
+	d := exec.Command(ctrd, "--config", filepath.Join(dir, "config.toml"))
+	d.Stdout, d.Stderr = logf, logf
+	if err := d.Start(); err != nil {
+		t.Fatalf("start containerd: %v", err)
+	}
+	t.Cleanup(func() {
+		d.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { d.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			d.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		exec.Command("sh", "-c", "grep -o '"+dir+"[^ ]*' /proc/self/mounts | sort -r | xargs -r -n1 umount -l").Run()
+		os.RemoveAll(dir)
+	})
+	ns := fmt.Sprintf("moat-metrics-%d", os.Getpid())
+	c := func(args ...string) (string, string, int) {
+		return cmdOut(t, exec.Command(ctr, append([]string{"--address", sock, "--namespace", ns}, args...)...))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, _, code := c("version"); code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
+			t.Fatalf("containerd did not answer in 20 s:\n%s", b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	archive := filepath.Join(dir, "image.oci.tar")
+	if err := os.WriteFile(archive, ociArchive(t, "docker.io/moat/oci-test:busybox"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, code := c("images", "import", archive); code != 0 {
+		t.Fatalf("ctr images import: exit %d: %s", code, errs)
+	}
+	if _, errs, code := c("run", "-d", "--runc-binary", runtimeBin(t), "docker.io/moat/oci-test:busybox", "t-metrics", "sh", "-c", "while :; do sleep 1; done"); code != 0 {
+		t.Fatalf("ctr run -d: exit %d: %s", code, errs)
+	}
+	defer func() {
+		c("task", "kill", "-s", "KILL", "t-metrics")
+		for i := 0; i < 50; i++ {
+			if _, _, code := c("task", "delete", "t-metrics"); code == 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c("container", "delete", "t-metrics")
+		// containerd's own parent group, /<namespace>, stays for the
+		// engine to remove: it is not the runtime's.
+		if h, err := cgroups.Detect(); err == nil {
+			for _, g := range hierarchies(h, "/"+ns) {
+				unix.Rmdir(g[0])
+			}
+		}
+	}()
+	out, errs, code := c("task", "metrics", "t-metrics")
+	if code != 0 {
+		t.Fatalf("ctr task metrics: exit %d: %s", code, errs)
+	}
+	t.Logf("ctr task metrics:\n%s", out)
+	var mem uint64
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && (f[0] == "memory.usage_in_bytes" || f[0] == "memory.usage") {
+			fmt.Sscanf(f[1], "%d", &mem)
+		}
+	}
+	if mem == 0 || mem > 16<<20 {
+		t.Errorf("ctr task metrics: memory %d bytes, want a sleeping shell's and its init's (runc: about 0.7 MB), below 16 MiB", mem)
+	}
 }
