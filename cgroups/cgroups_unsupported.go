@@ -33,6 +33,17 @@ func CreatePath(string, *specs.LinuxResources, ...Option) (*Leaf, error) { retur
 // OpenPath returns ErrUnsupported outside Linux.
 func OpenPath(string, []string, ...Option) (*Leaf, error) { return nil, ErrUnsupported }
 
+// SystemBus is the system manager's D-Bus socket.
+const SystemBus = "unix:path=/run/dbus/system_bus_socket"
+
+// SystemdBooted is false outside Linux.
+func SystemdBooted() bool { return false }
+
+// StartScope returns ErrUnsupported outside Linux.
+func StartScope(string, string, int, *specs.LinuxResources, ...Option) (*Leaf, error) {
+	return nil, ErrUnsupported
+}
+
 // Leaf is a stub outside Linux.
 type Leaf struct{}
 
@@ -43,3 +54,4 @@ func (l *Leaf) Kill() error           { return ErrUnsupported }
 func (l *Leaf) Stats() (Usage, error) { return Usage{}, ErrUnsupported }
 func (l *Leaf) Delete() error         { return nil }
 func (l *Leaf) Made() []string        { return nil }
+func (l *Leaf) Path() string          { return "" }

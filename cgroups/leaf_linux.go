@@ -22,6 +22,15 @@ type Leaf struct {
 	made   []string
 }
 
+// Path returns the cgroupsPath of a leaf CreatePath, OpenPath or
+// StartScope gave (for StartScope, the scope's group), "" for a Manager's.
+func (l *Leaf) Path() string {
+	if l.atPath {
+		return l.id
+	}
+	return ""
+}
+
 // Made returns the directories CreatePath created for the leaf, which
 // Delete removes (OpenPath takes them); nil for a Manager's leaf.
 func (l *Leaf) Made() []string {

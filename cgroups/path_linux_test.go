@@ -314,3 +314,27 @@ func TestCreatePathRefusesHostile(t *testing.T) {
 		}
 	})
 }
+
+// TestScopeOf: the systemd driver's slice:prefix:name becomes the scope
+// systemd makes and its group, as runc expands it; anything that would
+// name another place is a *PathError.
+func TestScopeOf(t *testing.T) {
+	for in, want := range map[string][2]string{
+		"system.slice:libpod:abc": {"libpod-abc.scope", "/system.slice/libpod-abc.scope"},
+		":moat:c1":                {"moat-c1.scope", "/system.slice/moat-c1.scope"},
+		"kubepods-besteffort-pod12.slice:cri-containerd:abc": {"cri-containerd-abc.scope",
+			"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod12.slice/cri-containerd-abc.scope"},
+		"-.slice::x.scope":             {"x.scope", "/x.scope"},
+		"machine.slice:libpod:c.scope": {"c.scope", "/machine.slice/c.scope"},
+	} {
+		unit, group, err := ScopeOf(in)
+		if err != nil || unit != want[0] || group != want[1] {
+			t.Errorf("ScopeOf(%q) = %q, %q, %v; want %q, %q", in, unit, group, err, want[0], want[1])
+		}
+	}
+	for _, bad := range []string{"", "a:b", "/abs/path", "system.slice:p:../x", "system.slice:p:a/b", "../x.slice:p:n", "a--b.slice:p:n", "-a.slice:p:n", "notaslice:p:n", "system.slice:p:", "a:b:c:d"} {
+		if _, _, err := ScopeOf(bad); !errors.As(err, new(*PathError)) {
+			t.Errorf("ScopeOf(%q): %v, want a *PathError", bad, err)
+		}
+	}
+}

@@ -395,3 +395,94 @@ func TestContainerdMetricsCgroupsPath(t *testing.T) {
 		t.Errorf("ctr task metrics: memory %d bytes, want a sleeping shell's and its init's (runc: about 0.7 MB), below 16 MiB", mem)
 	}
 }
+
+// TestSystemdCgroupRefusedWithoutSystemd: on a host whose init is not
+// systemd, create --systemd-cgroup fails saying so, and nothing is left;
+// the other commands take the flag (an engine on the systemd driver
+// passes it to every one). On main every command refused the flag.
+func TestSystemdCgroupRefusedWithoutSystemd(t *testing.T) {
+	if cgroups.SystemdBooted() {
+		t.Skip("this host's init is systemd: TestSystemdCgroup runs instead")
+	}
+	root := t.TempDir()
+	_, spec := bundle(t, "/bin/true")
+	spec.Linux.CgroupsPath = "system.slice:moat-test:c1"
+	b := writeBundle(t, spec)
+	_, errs, code := rt(t, root, "--systemd-cgroup", "create", "--bundle", b, "c1")
+	if code == 0 || !strings.Contains(errs, "--systemd-cgroup") || !strings.Contains(errs, "not systemd") {
+		rt(t, root, "delete", "--force", "c1")
+		t.Fatalf("create --systemd-cgroup without systemd: exit %d: %s, want a refusal naming the reason", code, errs)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+		t.Errorf("state left behind: %v", entries)
+	}
+	if _, errs, code := rt(t, root, "--systemd-cgroup", "state", "c1"); code == 0 || !strings.Contains(errs, "does not exist") {
+		t.Errorf("state --systemd-cgroup of no container: exit %d: %s, want \"does not exist\"", code, errs)
+	}
+}
+
+// TestSystemdCgroup (the Vagrant guest's pass; this development host has
+// no systemd): with --systemd-cgroup the container's init lives in the
+// transient scope its slice:prefix:name names, which the system manager
+// made with Delegate=yes, the pids limit is written there, an exec'd
+// process is there too, and the scope is gone once the container ended.
+func TestSystemdCgroup(t *testing.T) {
+	testenv.RequireRoot(t)
+	if !cgroups.SystemdBooted() {
+		testenv.Skipf(t, "this host's init is not systemd (no /run/systemd/system)")
+	}
+	if _, err := os.Stat(strings.TrimPrefix(cgroups.SystemBus, "unix:path=")); err != nil {
+		testenv.Skipf(t, "no system bus: %v", err)
+	}
+	h := cgroupsPathHost(t)
+	root := t.TempDir()
+	name := fmt.Sprintf("c%d", os.Getpid())
+	_, spec := bundle(t, "/bin/sh", "-c", "exec sleep 30")
+	limit := int64(61)
+	spec.Linux.CgroupsPath = "system.slice:moat-test:" + name
+	spec.Linux.Resources = &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: &limit}}
+	b := writeBundle(t, spec)
+	if _, errs, code := rt(t, root, "--systemd-cgroup", "create", "--bundle", b, "c1"); code != 0 {
+		t.Fatalf("create --systemd-cgroup: exit %d: %s", code, errs)
+	}
+	defer rt(t, root, "--systemd-cgroup", "delete", "--force", "c1")
+	group := "/system.slice/moat-test-" + name + ".scope"
+	want := hierarchies(h, group)
+	got := procGroups(t, ociState(t, root, "c1").Pid)
+	pidsDir := ""
+	for c, w := range want {
+		if c == "" || c == "pids" {
+			pidsDir = w[0]
+		}
+		if c != "" && c != "memory" && c != "pids" && c != "cpu" {
+			continue // systemd realises on v1 only the controllers it manages
+		}
+		if got[c] != w[1] {
+			t.Errorf("the init's %q group is %q, want the scope's %q", c, got[c], w[1])
+		}
+	}
+	if v, _ := os.ReadFile(filepath.Join(pidsDir, "pids.max")); strings.TrimSpace(string(v)) != "61" {
+		t.Errorf("%s/pids.max = %q, want 61", pidsDir, v)
+	}
+	if _, errs, code := rt(t, root, "--systemd-cgroup", "start", "c1"); code != 0 {
+		t.Fatalf("start: exit %d: %s", code, errs)
+	}
+	out, errs, code := rt(t, root, "--systemd-cgroup", "exec", "c1", "cat", "/proc/self/cgroup")
+	if g := parseGroups(out); code != 0 || (g["pids"] != group && g[""] != group) {
+		t.Errorf("exec: exit %d, groups %q, want the scope's: %s", code, out, errs)
+	}
+	if _, errs, code := rt(t, root, "--systemd-cgroup", "kill", "c1", "KILL"); code != 0 {
+		t.Fatalf("kill: exit %d: %s", code, errs)
+	}
+	waitStatus(t, root, "c1", specs.StateStopped)
+	if _, errs, code := rt(t, root, "--systemd-cgroup", "delete", "c1"); code != 0 {
+		t.Fatalf("delete: exit %d: %s", code, errs)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, err := os.Stat(pidsDir); err == nil; _, err = os.Stat(pidsDir) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the scope's group %s is still there 10 s after delete", pidsDir)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

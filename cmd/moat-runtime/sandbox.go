@@ -172,6 +172,34 @@ func pathCgroup(path string, res *specs.LinuxResources, devices []specs.LinuxDev
 	}
 }
 
+// scopeCgroup is the systemd driver (--systemd-cgroup): the container's
+// group is the transient scope a "slice:prefix:name" cgroupsPath names,
+// which the system manager creates holding the init, with Delegate=yes
+// (cgroups.StartScope). It needs systemd as this host's init and host
+// root (the user's manager, rootless, is not asked: features.go says
+// so); otherwise create fails saying which. The leaf goes to sb once the
+// scope is there.
+func scopeCgroup(path string, res *specs.LinuxResources, log *slog.Logger, sb *prepared) ([]nsexec.Option, error) {
+	switch {
+	case !cgroups.SystemdBooted():
+		return nil, errors.New("--systemd-cgroup: this host's init is not systemd (no /run/systemd/system, sd_booted(3)), so no systemd manager can make the container's scope; use the cgroupfs driver (podman --cgroup-manager cgroupfs, containerd SystemdCgroup = false)")
+	case !nsexec.IsHostRoot():
+		return nil, errors.New("--systemd-cgroup without host root (the user's systemd manager) is not supported; use the cgroupfs driver, or podman --cgroups=disabled")
+	}
+	if _, _, err := cgroups.ScopeOf(path); err != nil {
+		return nil, fmt.Errorf("config.json linux.cgroupsPath: %w", err)
+	}
+	place := func(pid int) error {
+		leaf, err := cgroups.StartScope(cgroups.SystemBus, path, pid, res, cgroups.WithLogger(log))
+		if err != nil {
+			return fmt.Errorf("config.json linux.cgroupsPath (--systemd-cgroup): %w", err)
+		}
+		sb.leaf = leaf
+		return nil
+	}
+	return []nsexec.Option{nsexec.WithPlacement(place)}, nil
+}
+
 // devDevices are the device rules moat's fixed /dev needs (its null, zero,
 // full, random, urandom, tty, and the private devpts's ptmx and
 // terminals: Linux's devices.txt numbers).
@@ -327,6 +355,27 @@ func prepareSandbox(o createOpts, stateRoot string, spec *specs.Spec, plan *oci.
 		if spec.Linux.Resources != nil {
 			devices = spec.Linux.Resources.Devices
 		}
+	}
+	if o.systemdCgroup && cgroupsPath != "" {
+		// The system manager makes the scope holding the init, once it is
+		// there (nsexec.WithPlacement: before the init goes on).
+		copts, err := scopeCgroup(cgroupsPath, plan.Resources, log, sb)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, copts...)
+		cfg.CgroupNS = plan.CgroupNS
+		if sb.pending, err = nsexec.Prepare(context.Background(), &cfg, opts...); err != nil {
+			if x := execFailure(err); x != nil {
+				return nil, x
+			}
+			return nil, fmt.Errorf("create the sandbox: %w", err)
+		}
+		if err := oci.SetOOMScoreAdj(sb.pending.Pid(), plan.OOMScoreAdj); err != nil {
+			return nil, err
+		}
+		ok = true
+		return sb, nil
 	}
 	leaf, copts, placed, err := cgroupFor(o.id, cgroupsPath, plan.Resources, devices, log, monitor)
 	if err != nil {
