@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // The systemd cgroup driver: an OCI linux.cgroupsPath of the form
@@ -151,9 +153,16 @@ func StartScope(address, path string, pid int, res *specs.LinuxResources, opts .
 	case <-ctx.Done():
 		return nil, fmt.Errorf("start scope %s: %w", unit, ctx.Err())
 	}
-	l, err := OpenPath(group, nil, opts...)
+	made, err := joinUnmanaged(group, pid, c.host)
+	var l *Leaf
+	if err == nil {
+		l, err = OpenPath(group, made, opts...)
+	}
 	if err == nil {
 		err = l.setLimits(lim)
+	}
+	if err != nil {
+		removePathDirs(made, made)
 	}
 	if err != nil {
 		stop := make(chan string, 1)
@@ -182,4 +191,40 @@ func (l *Leaf) setLimits(lim limits) error {
 		return o.set(lim, on)
 	}
 	return nil
+}
+
+// joinUnmanaged puts pid in the scope's group of the v1 hierarchies moat
+// uses that systemd does not manage (freezer: systemd realises a scope
+// only in the controllers it knows), creating it there, as runc's systemd
+// driver joins them by path; it returns what it made, for Delete. On v2
+// the scope's one group is systemd's.
+func joinUnmanaged(group string, pid int, h *Host) ([]string, error) {
+	if h == nil {
+		var err error
+		if h, err = Detect(); err != nil {
+			return nil, err
+		}
+	}
+	if h.Layout == Unified {
+		return nil, nil
+	}
+	mounts, dirs, err := pathDirs(h, group)
+	if err != nil {
+		return nil, err
+	}
+	var made []string
+	for i, d := range dirs {
+		n := len(made)
+		fd, err := walkBeneath(group, mounts[i], d, true, &made)
+		if err == nil {
+			unix.Close(fd)
+			if len(made) > n && made[len(made)-1] == d {
+				err = writeFile(d, "cgroup.procs", strconv.Itoa(pid))
+			}
+		}
+		if err != nil {
+			return made, err
+		}
+	}
+	return made, nil
 }
