@@ -129,7 +129,13 @@ func TestCgroupsPath(t *testing.T) {
 			b, spec := bundle(t, "/bin/sh", "-c", "exec sleep 30")
 			limit := int64(57)
 			spec.Linux.CgroupsPath = path
-			spec.Linux.Resources = &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: &limit}}
+			// On v2 a relative path is below the runtime's own group, which
+			// holds processes: no controller can be enabled there (runc
+			// meets the same), so no limit is asked.
+			v2rel := h.Layout == cgroups.Unified && !abs
+			if !v2rel {
+				spec.Linux.Resources = &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: &limit}}
+			}
 			b = writeBundle(t, spec)
 			if _, errs, code := rt(t, root, "create", "--bundle", b, "c1"); code != 0 {
 				t.Fatalf("create: exit %d: %s", code, errs)
@@ -147,7 +153,7 @@ func TestCgroupsPath(t *testing.T) {
 			if h.Layout == cgroups.Unified {
 				pidsDir = want[""][0]
 			}
-			if v, _ := os.ReadFile(filepath.Join(pidsDir, "pids.max")); strings.TrimSpace(string(v)) != "57" {
+			if v, _ := os.ReadFile(filepath.Join(pidsDir, "pids.max")); !v2rel && strings.TrimSpace(string(v)) != "57" {
 				t.Errorf("%s/pids.max = %q, want 57", pidsDir, v)
 			}
 			if _, errs, code := rt(t, root, "start", "c1"); code != 0 {
