@@ -27,6 +27,23 @@ func (m *Manager) CleanStale() error          { return ErrUnsupported }
 func (m *Manager) Open(string) (*Leaf, error) { return nil, ErrUnsupported }
 func (m *Manager) Close() error               { return nil }
 
+// CreatePath returns ErrUnsupported outside Linux.
+func CreatePath(string, *specs.LinuxResources, ...Option) (*Leaf, error) { return nil, ErrUnsupported }
+
+// OpenPath returns ErrUnsupported outside Linux.
+func OpenPath(string, []string, ...Option) (*Leaf, error) { return nil, ErrUnsupported }
+
+// SystemBus is the system manager's D-Bus socket.
+const SystemBus = "unix:path=/run/dbus/system_bus_socket"
+
+// SystemdBooted is false outside Linux.
+func SystemdBooted() bool { return false }
+
+// StartScope returns ErrUnsupported outside Linux.
+func StartScope(string, string, int, *specs.LinuxResources, ...Option) (*Leaf, error) {
+	return nil, ErrUnsupported
+}
+
 // Leaf is a stub outside Linux.
 type Leaf struct{}
 
@@ -36,3 +53,5 @@ func (l *Leaf) Add(int) error         { return ErrUnsupported }
 func (l *Leaf) Kill() error           { return ErrUnsupported }
 func (l *Leaf) Stats() (Usage, error) { return Usage{}, ErrUnsupported }
 func (l *Leaf) Delete() error         { return nil }
+func (l *Leaf) Made() []string        { return nil }
+func (l *Leaf) Path() string          { return "" }

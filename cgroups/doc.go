@@ -89,6 +89,19 @@
 // reuse: a leaf is stale when no process with that pid and that start time
 // exists. Only names of that form are ever touched.
 //
+// # At an OCI cgroupsPath
+//
+// [CreatePath] puts one group exactly where an OCI config's
+// linux.cgroupsPath names it, as runc's cgroupfs driver resolves it, for
+// moat-runtime (engines read a container's numbers there); [OpenPath]
+// opens it in another process, and its Leaf's Delete removes only the
+// levels CreatePath made. [StartScope] is the systemd driver's form
+// ("slice:prefix:name"): a transient scope with Delegate=yes that the
+// system manager makes holding the container's init. The path is the
+// caller's, so it is checked as attack surface (path_linux.go): a
+// [*PathError] refuses "..", a symlink or mount on the way, and a group
+// that already holds processes or groups.
+//
 // # Symlinks
 //
 // The directories made and written here meet the rule of nsexec/hostpath

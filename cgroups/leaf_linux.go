@@ -15,6 +15,28 @@ type Leaf struct {
 	mu      sync.Mutex
 	ops     leafOps
 	deleted bool
+
+	// atPath: a leaf at a cgroupsPath (CreatePath), whose Delete removes
+	// only the directories in made, the levels CreatePath created.
+	atPath bool
+	made   []string
+}
+
+// Path returns the cgroupsPath of a leaf CreatePath, OpenPath or
+// StartScope gave (for StartScope, the scope's group), "" for a Manager's.
+func (l *Leaf) Path() string {
+	if l.atPath {
+		return l.id
+	}
+	return ""
+}
+
+// Made returns the directories CreatePath created for the leaf, which
+// Delete removes (OpenPath takes them); nil for a Manager's leaf.
+func (l *Leaf) Made() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.made...)
 }
 
 // ID returns the id the leaf was created with.
@@ -106,7 +128,14 @@ func (l *Leaf) Delete() error {
 			return fmt.Errorf("delete cgroup %s: %w", l.id, err)
 		}
 	}
-	if err := l.ops.remove(); err != nil {
+	err := l.ops.remove
+	if l.atPath {
+		err = func() error {
+			l.ops.forget()
+			return removePathDirs(l.made, l.ops.leafDirs())
+		}
+	}
+	if err := err(); err != nil {
 		return fmt.Errorf("delete cgroup %s: %w", l.id, err)
 	}
 	l.deleted = true

@@ -35,6 +35,8 @@ type leafOps interface {
 	populated() (bool, error)
 	stats(full bool) (Usage, error)
 	remove() error
+	forget()            // close what the leaf holds open, removing nothing
+	leafDirs() []string // the leaf's directories
 }
 
 // Manager creates per-dispatch leaves below one parent cgroup.

@@ -137,3 +137,7 @@ func (l *v1Leaf) remove() error {
 	}
 	return errors.Join(errs...)
 }
+
+func (l *v1Leaf) forget() {}
+
+func (l *v1Leaf) leafDirs() []string { return l.dirs }

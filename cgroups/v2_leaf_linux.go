@@ -161,9 +161,15 @@ func (l *v2Leaf) stats(full bool) (Usage, error) {
 
 // remove closes the fd and removes the directory.
 func (l *v2Leaf) remove() error {
+	l.forget()
+	return rmdir(l.dir)
+}
+
+func (l *v2Leaf) forget() {
 	if l.fdNum >= 0 {
 		unix.Close(l.fdNum)
 		l.fdNum = -1
 	}
-	return rmdir(l.dir)
 }
+
+func (l *v2Leaf) leafDirs() []string { return []string{l.dir} }

@@ -26,6 +26,9 @@ type runtime struct {
 // createOpts are create's and run's options.
 type createOpts struct {
 	id, bundle, pidFile, consoleSocket string
+	// systemdCgroup is the global --systemd-cgroup: cgroupsPath is the
+	// systemd driver's slice:prefix:name.
+	systemdCgroup bool
 }
 
 func parseCreate(args []string) (createOpts, map[string]bool, error) {
@@ -82,6 +85,7 @@ func (r *runtime) createContainer(o createOpts) (*container, error) {
 	if err := oci.ValidID(o.id); err != nil {
 		return nil, err
 	}
+	o.systemdCgroup = r.global.systemdCgroup
 	spec, bundle, err := oci.LoadBundle(o.bundle)
 	if err != nil {
 		return nil, err
@@ -197,6 +201,11 @@ func (r *runtime) handOver(o createOpts, spec *specs.Spec, bundle string, plan *
 		Cwd: plan.Config.Cwd, UID: plan.Config.UID, GID: plan.Config.GID, Process: spec.Process, Caps: heldCaps(plan)}
 	if sb.leaf != nil {
 		msg.Leaf = leafID(o.id)
+		// The group's path as the cgroupfs driver resolves it (for the
+		// systemd driver, the scope's group).
+		if p := sb.leaf.Path(); p != "" {
+			msg.CgroupsPath, msg.CgroupMade = p, sb.leaf.Made()
+		}
 	}
 	files := append(h.Files(), lnFile)
 	if sb.pty != nil {

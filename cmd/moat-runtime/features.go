@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 
+	"github.com/moat-sandbox/moat/cgroups"
 	"github.com/moat-sandbox/moat/nsexec"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/opencontainers/runtime-spec/specs-go/features"
@@ -13,6 +14,7 @@ import (
 // moat-runtime (oci.Translate refuses the rest).
 func (r *runtime) features(args []string) error {
 	t, f := true, false
+	systemd := cgroups.SystemdBooted()
 	doc := features.Features{
 		OCIVersionMin: "1.0.0",
 		OCIVersionMax: specs.Version,
@@ -26,7 +28,10 @@ func (r *runtime) features(args []string) error {
 			Namespaces: []string{"user", "mount", "pid", "network", "ipc", "uts", "cgroup"},
 			// Granted inside the sandbox's user namespace only.
 			Capabilities: nsexec.CapabilityNames(^uint64(0) >> (64 - nsexec.KnownCapabilities)),
-			Cgroup:       &features.Cgroup{V1: &t, V2: &t, Systemd: &f, SystemdUser: &f},
+			// cgroupsPath with the cgroupfs driver on v1 and v2; the
+			// systemd driver (--systemd-cgroup) where systemd is the
+			// host's init, as root (scopeCgroup), never the user's manager.
+			Cgroup: &features.Cgroup{V1: &t, V2: &t, Systemd: &systemd, SystemdUser: &f},
 			Seccomp: &features.Seccomp{Enabled: &t,
 				Actions:   []string{"SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP"},
 				Operators: []string{"SCMP_CMP_NE", "SCMP_CMP_LT", "SCMP_CMP_LE", "SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_MASKED_EQ"},

@@ -15,11 +15,15 @@ type global struct {
 	logPath   string
 	logFormat string
 	debug     bool
+	// systemdCgroup: cgroupsPath is the systemd driver's
+	// slice:prefix:name (create asks the system manager for the scope).
+	systemdCgroup bool
 }
 
-// parseGlobal reads the global options before the command. --systemd-cgroup
-// is refused: moat creates its cgroups itself (cgroupfs), and a caller that
-// asked systemd to own them would find none.
+// parseGlobal reads the global options before the command. An engine
+// that uses the systemd driver passes --systemd-cgroup to every command;
+// only create acts on it (scopeCgroup, which refuses a host without
+// systemd).
 func parseGlobal(args []string) (global, []string, error) {
 	g := global{logFormat: "text"}
 	p := flagParser{args: args}
@@ -49,9 +53,7 @@ func parseGlobal(args []string) (global, []string, error) {
 		case "debug":
 			g.debug = true
 		case "systemd-cgroup":
-			if p.bool() {
-				return g, nil, fmt.Errorf("--systemd-cgroup is not supported: moat creates its own cgroups under its cgroupfs root; use the cgroupfs manager (podman --cgroup-manager cgroupfs, containerd SystemdCgroup = false)")
-			}
+			g.systemdCgroup = p.bool()
 		case "rootless":
 			p.optValue() // auto, true or false: moat is rootless whenever it is not host root
 		case "criu":

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moat-sandbox/moat/cgroups"
 	"github.com/moat-sandbox/moat/nsexec"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/opencontainers/runtime-spec/specs-go/features"
@@ -17,7 +18,12 @@ func TestParseGlobal(t *testing.T) {
 	if err != nil || g.root != "/r" || g.logPath != "/l" || g.logFormat != "json" || !g.debug || strings.Join(rest, " ") != "create --bundle b id" {
 		t.Fatalf("got %+v %q %v", g, rest, err)
 	}
-	for _, bad := range [][]string{{"--systemd-cgroup", "state", "x"}, {"--log-format", "xml", "state"}, {"--nope", "state"}, {"--root"}} {
+	// An engine on the systemd driver passes --systemd-cgroup to every
+	// command; create alone acts on it.
+	if g, _, err := parseGlobal([]string{"--systemd-cgroup", "state", "x"}); err != nil || !g.systemdCgroup {
+		t.Errorf("--systemd-cgroup: %+v, %v", g, err)
+	}
+	for _, bad := range [][]string{{"--log-format", "xml", "state"}, {"--nope", "state"}, {"--root"}} {
 		if _, _, err := parseGlobal(bad); err == nil {
 			t.Errorf("parseGlobal(%q) accepted", bad)
 		}
@@ -57,8 +63,8 @@ func TestJSONLog(t *testing.T) {
 }
 
 // TestFeatures: the features document is valid JSON of the runtime-spec
-// type and says what moat does not do (no hooks, no systemd cgroups, no
-// AppArmor).
+// type and says what moat does not do (no hooks, no AppArmor, the systemd
+// cgroup driver only where systemd is the host's init, never the user's).
 func TestFeatures(t *testing.T) {
 	out, errs, code := rt(t, t.TempDir(), "features")
 	if code != 0 {
@@ -68,7 +74,7 @@ func TestFeatures(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &f); err != nil {
 		t.Fatalf("features %q: %v", out, err)
 	}
-	if f.Linux == nil || len(f.Hooks) != 0 || *f.Linux.Cgroup.Systemd || *f.Linux.Apparmor.Enabled || !*f.Linux.Seccomp.Enabled || len(f.Linux.Namespaces) != 7 {
+	if f.Linux == nil || len(f.Hooks) != 0 || *f.Linux.Cgroup.Systemd != cgroups.SystemdBooted() || *f.Linux.Cgroup.SystemdUser || *f.Linux.Apparmor.Enabled || !*f.Linux.Seccomp.Enabled || len(f.Linux.Namespaces) != 7 {
 		t.Fatalf("features: %s", out)
 	}
 	// Every mount option it names is one nsexec builds, on a bind (an

@@ -49,6 +49,11 @@ type handoff struct {
 	Pty         bool              `json:"pty,omitempty"`
 	// Leaf is the cgroup leaf's id, "" when there is none.
 	Leaf string `json:"leaf,omitempty"`
+	// CgroupsPath is config.json's linux.cgroupsPath when the container's
+	// group is there, and CgroupMade the levels create made for it
+	// (cgroups.Leaf.Made), which the monitor removes at the end.
+	CgroupsPath string   `json:"cgroupsPath,omitempty"`
+	CgroupMade  []string `json:"cgroupMade,omitempty"`
 	// Args and Env are the process's; Cwd, UID and GID its working
 	// directory and ids inside, as nsexec runs it (an exec's defaults).
 	Args []string `json:"args"`

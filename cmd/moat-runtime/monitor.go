@@ -71,13 +71,13 @@ func monitorMain(g global, argv []string) int {
 	files, err := lc.readLine(&h)
 	if err != nil {
 		// create failed, or was killed, before its handoff.
-		undoCreate(g, id, nil, log)
+		undoCreate(g, id, nil, nil, log)
 		return exitFail
 	}
 	m, err := adopt(g, log, id, &h, files)
 	if err != nil {
 		writeLine(conn, handoffReply{Error: err.Error()})
-		undoCreate(g, id, nil, log)
+		undoCreate(g, id, &h, nil, log)
 		return exitFail
 	}
 	writeLine(conn, handoffReply{OK: true})
@@ -85,7 +85,7 @@ func monitorMain(g global, argv []string) int {
 	if got, err := lc.readLine(&commit); err != nil || !commit.Commit {
 		closeAll(got)
 		log.Debug("create ended before its commit", "id", id, "err", err)
-		undoCreate(g, id, m, log)
+		undoCreate(g, id, &h, m, log)
 		return exitFail
 	}
 	conn.Close()
@@ -95,12 +95,12 @@ func monitorMain(g global, argv []string) int {
 // undoCreate ends what a create that did not commit left: the sandbox (if
 // the monitor has it), the cgroup leaf create made for the monitor, and
 // the state directory.
-func undoCreate(g global, id string, m *monitor, log *slog.Logger) {
+func undoCreate(g global, id string, h *handoff, m *monitor, log *slog.Logger) {
 	if m != nil {
 		m.sb.Close()
 		m.ln.Close()
 	}
-	if leaf, err := openLeaf(id, log); err == nil {
+	if leaf, err := openLeaf(id, h, log); err == nil {
 		if err := leaf.Delete(); err != nil {
 			log.Warn("remove the cgroup of a failed create", "err", err)
 		}
@@ -149,7 +149,7 @@ func adopt(g global, log *slog.Logger, id string, h *handoff, files []*os.File) 
 		m.stdio = nsexec.Stdio{Stdin: pty, Stdout: pty, Stderr: pty}
 	}
 	if h.Leaf != "" {
-		if m.leaf, err = openLeaf(id, log); err != nil {
+		if m.leaf, err = openLeaf(id, h, log); err != nil {
 			return fail(fmt.Errorf("the container's cgroup: %w", err))
 		}
 	}

@@ -83,36 +83,36 @@ func leafID(id string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// cgroupFor creates the container's cgroup leaf with the limits of res
-// (memory, pids, cpu), named for the process owner that will hold it (the
-// container's monitor), and returns the nsexec options that start the
-// sandbox in it. A limit this host cannot enforce is refused, as moat run
-// refuses a limit typed on its command line: the engine asked for it.
-func cgroupFor(id string, res *specs.LinuxResources, log *slog.Logger, owner int) (*cgroups.Leaf, []nsexec.Option, func(), error) {
+// cgroupFor creates the container's cgroup with the limits of res
+// (memory, pids, cpu) and returns the nsexec options that start the
+// sandbox in it. With a cgroupsPath (config.json linux.cgroupsPath) it is
+// that group, where the engine reads the container's numbers (pathCgroup);
+// otherwise a leaf below moat's own parent group, named for the process
+// owner that will hold it (the container's monitor), and only when res
+// asks for a limit. A limit this host cannot enforce is refused, as moat
+// run refuses a limit typed on its command line: the engine asked for it.
+func cgroupFor(id, cgroupsPath string, res *specs.LinuxResources, devices []specs.LinuxDeviceCgroup, log *slog.Logger, owner int) (*cgroups.Leaf, []nsexec.Option, func(), error) {
 	noop := func() {}
-	if res == nil {
+	var leaf *cgroups.Leaf
+	switch {
+	case cgroupsPath != "":
+		var err error
+		if leaf, err = pathCgroup(cgroupsPath, res, devices, log); err != nil || leaf == nil {
+			return nil, nil, noop, err
+		}
+	case res == nil:
 		return nil, nil, noop, nil
-	}
-	mgr, err := cgroups.New(cgroups.WithLogger(log), cgroups.WithLeafOwner(owner))
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("cgroups for linux.resources: %w", err)
-	}
-	var want []cgroups.Limit
-	if res.Memory != nil {
-		want = append(want, cgroups.Memory)
-	}
-	if res.Pids != nil {
-		want = append(want, cgroups.Pids)
-	}
-	if res.CPU != nil {
-		want = append(want, cgroups.CPU)
-	}
-	if err := mgr.Posture().Require(want...); err != nil {
-		return nil, nil, nil, fmt.Errorf("config.json linux.resources: %w (podman: drop --memory, --pids-limit, --cpus, or --pids-limit 0 for its default; rootless podman on cgroup v1: --cgroups=disabled)", err)
-	}
-	leaf, err := mgr.Create(leafID(id), res)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("config.json linux.resources: %w", err)
+	default:
+		mgr, err := cgroups.New(cgroups.WithLogger(log), cgroups.WithLeafOwner(owner))
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("cgroups for linux.resources: %w", err)
+		}
+		if err := mgr.Posture().Require(wantedLimits(res)...); err != nil {
+			return nil, nil, nil, fmt.Errorf("config.json linux.resources: %w (podman: drop --memory, --pids-limit, --cpus, or --pids-limit 0 for its default; rootless podman on cgroup v1: --cgroups=disabled)", err)
+		}
+		if leaf, err = mgr.Create(leafID(id), res); err != nil {
+			return nil, nil, nil, fmt.Errorf("config.json linux.resources: %w", err)
+		}
 	}
 	opts, placed, err := native.LeafOptions(leaf)
 	if err != nil {
@@ -122,8 +122,105 @@ func cgroupFor(id string, res *specs.LinuxResources, log *slog.Logger, owner int
 	return leaf, opts, placed, nil
 }
 
-// openLeaf finds the leaf create made for this process (the monitor).
-func openLeaf(id string, log *slog.Logger) (*cgroups.Leaf, error) {
+func wantedLimits(res *specs.LinuxResources) []cgroups.Limit {
+	var want []cgroups.Limit
+	if res == nil {
+		return nil
+	}
+	if res.Memory != nil {
+		want = append(want, cgroups.Memory)
+	}
+	if res.Pids != nil {
+		want = append(want, cgroups.Pids)
+	}
+	if res.CPU != nil {
+		want = append(want, cgroups.CPU)
+	}
+	return want
+}
+
+// pathCgroup creates the group at linux.cgroupsPath as runc's cgroupfs
+// driver places it (cgroups.CreatePath), with the limits of res and, on
+// cgroup v1, the config's device rules followed by those of moat's own
+// /dev (devDevices), as runc appends its default devices to the config's:
+// an engine's deny-all must not take /dev/null from the container. A path
+// moat refuses (cgroups.PathError: "..", a symlink or mount on the way, a
+// group that is someone else's) fails create whoever asks. Without host
+// root, and with no limit asked, a group moat may not create is no error
+// (runc's rootless rule): the container runs in create's group, as it
+// does without a cgroupsPath.
+func pathCgroup(path string, res *specs.LinuxResources, devices []specs.LinuxDeviceCgroup, log *slog.Logger) (*cgroups.Leaf, error) {
+	var r specs.LinuxResources
+	if res != nil {
+		r = *res
+	}
+	if len(devices) > 0 {
+		r.Devices = append(append([]specs.LinuxDeviceCgroup(nil), devices...), devDevices()...)
+	}
+	leaf, err := cgroups.CreatePath(path, &r, cgroups.WithLogger(log))
+	var pe *cgroups.PathError
+	switch {
+	case err == nil:
+		return leaf, nil
+	case !errors.As(err, &pe) && !nsexec.IsHostRoot() && len(wantedLimits(res)) == 0 && errors.Is(err, os.ErrPermission):
+		log.Debug("linux.cgroupsPath not writable without host root; the container stays in create's cgroup", "path", path, "err", err)
+		return nil, nil
+	case errors.As(err, &pe):
+		return nil, fmt.Errorf("config.json linux.cgroupsPath: %w", err)
+	default:
+		return nil, fmt.Errorf("config.json linux.cgroupsPath %q: %w", path, err)
+	}
+}
+
+// scopeCgroup is the systemd driver (--systemd-cgroup): the container's
+// group is the transient scope a "slice:prefix:name" cgroupsPath names,
+// which the system manager creates holding the init, with Delegate=yes
+// (cgroups.StartScope). It needs systemd as this host's init and host
+// root (the user's manager, rootless, is not asked: features.go says
+// so); otherwise create fails saying which. The leaf goes to sb once the
+// scope is there.
+func scopeCgroup(path string, res *specs.LinuxResources, log *slog.Logger, sb *prepared) ([]nsexec.Option, error) {
+	switch {
+	case !cgroups.SystemdBooted():
+		return nil, errors.New("--systemd-cgroup: this host's init is not systemd (no /run/systemd/system, sd_booted(3)), so no systemd manager can make the container's scope; use the cgroupfs driver (podman --cgroup-manager cgroupfs, containerd SystemdCgroup = false)")
+	case !nsexec.IsHostRoot():
+		return nil, errors.New("--systemd-cgroup without host root (the user's systemd manager) is not supported; use the cgroupfs driver, or podman --cgroups=disabled")
+	}
+	if _, _, err := cgroups.ScopeOf(path); err != nil {
+		return nil, fmt.Errorf("config.json linux.cgroupsPath: %w", err)
+	}
+	place := func(pid int) error {
+		leaf, err := cgroups.StartScope(cgroups.SystemBus, path, pid, res, cgroups.WithLogger(log))
+		if err != nil {
+			return fmt.Errorf("config.json linux.cgroupsPath (--systemd-cgroup): %w", err)
+		}
+		sb.leaf = leaf
+		return nil
+	}
+	return []nsexec.Option{nsexec.WithPlacement(place)}, nil
+}
+
+// devDevices are the device rules moat's fixed /dev needs (its null, zero,
+// full, random, urandom, tty, and the private devpts's ptmx and
+// terminals: Linux's devices.txt numbers).
+func devDevices() []specs.LinuxDeviceCgroup {
+	rule := func(major, minor int64) specs.LinuxDeviceCgroup {
+		r := specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: &major, Access: "rwm"}
+		if minor >= 0 {
+			r.Minor = &minor
+		}
+		return r
+	}
+	return []specs.LinuxDeviceCgroup{rule(1, 3), rule(1, 5), rule(1, 7), rule(1, 8), rule(1, 9), rule(5, 0), rule(5, 2), rule(136, -1)}
+}
+
+// openLeaf finds the cgroup create made for this process (the monitor):
+// the one at the config's cgroupsPath (with the levels create made, which
+// go with it), or else the leaf named for the monitor.
+func openLeaf(id string, h *handoff, log *slog.Logger) (*cgroups.Leaf, error) {
+	if h != nil && h.CgroupsPath != "" {
+		return cgroups.OpenPath(h.CgroupsPath, h.CgroupMade, cgroups.WithLogger(log))
+	}
 	mgr, err := cgroups.New(cgroups.WithLogger(log))
 	if err != nil {
 		return nil, err
@@ -251,7 +348,36 @@ func prepareSandbox(o createOpts, stateRoot string, spec *specs.Spec, plan *oci.
 		defer pod.Close()
 	}
 	opts = append(opts, identityOptions(plan, pod)...)
-	leaf, copts, placed, err := cgroupFor(o.id, plan.Resources, log, monitor)
+	var cgroupsPath string
+	var devices []specs.LinuxDeviceCgroup
+	if spec.Linux != nil {
+		cgroupsPath = spec.Linux.CgroupsPath
+		if spec.Linux.Resources != nil {
+			devices = spec.Linux.Resources.Devices
+		}
+	}
+	if o.systemdCgroup && cgroupsPath != "" {
+		// The system manager makes the scope holding the init, once it is
+		// there (nsexec.WithPlacement: before the init goes on).
+		copts, err := scopeCgroup(cgroupsPath, plan.Resources, log, sb)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, copts...)
+		cfg.CgroupNS = plan.CgroupNS
+		if sb.pending, err = nsexec.Prepare(context.Background(), &cfg, opts...); err != nil {
+			if x := execFailure(err); x != nil {
+				return nil, x
+			}
+			return nil, fmt.Errorf("create the sandbox: %w", err)
+		}
+		if err := oci.SetOOMScoreAdj(sb.pending.Pid(), plan.OOMScoreAdj); err != nil {
+			return nil, err
+		}
+		ok = true
+		return sb, nil
+	}
+	leaf, copts, placed, err := cgroupFor(o.id, cgroupsPath, plan.Resources, devices, log, monitor)
 	if err != nil {
 		return nil, err
 	}
