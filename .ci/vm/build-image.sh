@@ -143,13 +143,15 @@ done
 (cd "$ird" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) >"$work/initrd.cpio"
 echo "vm-image: initramfs with ${#modorder[@]} modules: $(tr '\n' ' ' <"$ird/lib/modules/order")"
 
-# 3. The root: minimal Debian 12 with the tests' run-time needs. (podman
+# 3. The root: minimal Debian 12 with the tests' run-time needs (busybox-
+# static and file: cmd/moat-runtime's test image, for its systemd driver
+# test). (podman
 # cannot be added to --include: its containers-common fails to configure
 # inside debootstrap.) The box adds what a booted, reachable Debian with
 # login sessions needs; nothing is installed at boot (the guest has no
 # mirror to reach).
 root="$work/root"
-include=libseccomp2,python3,curl,nodejs,util-linux,procps,iproute2,kmod
+include=libseccomp2,python3,curl,nodejs,util-linux,procps,iproute2,kmod,busybox-static,file
 [ "$form" = box ] &&
   include+=,systemd-sysv,udev,dbus,dbus-user-session,libpam-systemd,openssh-server,sudo,rsync
 echo "vm-image: debootstrap bookworm from $mirror ($form)"

@@ -86,7 +86,13 @@ run_all() { # run_all IDENTITY
     [ -n "$name" ] || continue
     cd "/moat/src/$rel" || { echo 127 >"$res/$who/$name.rc"; continue; }
     args=(-test.v -test.count=1 "-test.timeout=${MOAT_VM_TEST_TIMEOUT:-200s}")
-    [ "${skip:--}" = - ] || args+=("-test.skip=$skip")
+    # The plan's column: a -test.skip regexp, or run:REGEXP for a
+    # package of which the VM runs only those tests (-test.run).
+    case ${skip:--} in
+      -) ;;
+      run:*) args+=("-test.run=${skip#run:}") ;;
+      *) args+=("-test.skip=$skip") ;;
+    esac
     # The static probe of nsexec's rootfs fixture, built on the host.
     fixtures=(MOAT_NSEXEC_TEST_PROBE=/moat/fixtures/rootfsprobe)
     : >"$res/$who/$name.log"

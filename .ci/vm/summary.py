@@ -50,6 +50,9 @@ REQUIRED = {
 # the session's own root-owned scope, with no wrapper; only the packages
 # named here run in it.
 REQUIRED_SYSTEMD = {
+    "root": {
+        "cmd_moat-runtime": ["TestSystemdCgroup"],
+    },
     "user": {
         "cgroups": ["TestSystemdScopeWithoutWrapper", "TestDelegatedCgroupUsedAsIs",
                     "TestStopDeadScopes", "TestDelegatedGroupGivenBack", "TestDelegatedGroupKeptWhileASandboxRuns"],

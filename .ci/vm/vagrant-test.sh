@@ -111,7 +111,11 @@ run_all() {
   while read -r name rel skip; do
     [ -n "$name" ] || continue
     args=(-test.v -test.count=1 "-test.timeout=$test_timeout")
-    [ "${skip:--}" = - ] || args+=("-test.skip=$skip")
+    case ${skip:--} in # .ci/vm/plan: a -test.skip regexp, or run:REGEXP
+      -) ;;
+      run:*) args+=("-test.run=${skip#run:}") ;;
+      *) args+=("-test.skip=$skip") ;;
+    esac
     env=(PATH="$PATH" TMPDIR=/tmp MOAT_NSEXEC_TEST_PROBE="$tests/fixtures/rootfsprobe")
     cd "$repo/$rel"
     t=$(date +%s.%N)
