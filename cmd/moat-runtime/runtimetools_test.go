@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +24,11 @@ const runtimeToolsVersion = "v0.9.1-0.20251114084447-edf4cb3d2116"
 // TestRuntimeTools runs the OCI runtime-tools validation programs against
 // moat-runtime and compares each program's result with
 // testdata/runtime-tools.expected, which gives the reason of every
-// expected failure.
+// expected failure. The same programs run against runc (Debian's, which
+// .ci/setup installs) in the same run, beside moat's, for the count the
+// two are compared by: runc's results are printed, never checked (they are
+// the host's and runc's, not moat's), with every program runc passes and
+// moat does not, and its reason from the expected file.
 func TestRuntimeTools(t *testing.T) {
 	testenv.RequireRoot(t) // the suite creates containers as root, as runc's CI runs it
 	goBin, err := exec.LookPath("go")
@@ -34,28 +39,101 @@ func TestRuntimeTools(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(filepath.Dir(bin), initBinary)); err != nil {
 		t.Fatalf("moat-init was not built next to the runtime: %v", err)
 	}
-	// The suite names no --root: a wrapper gives the runtime one of its
-	// own, and whatever the suite leaves there is deleted afterwards.
-	stateRoot := t.TempDir()
-	rt := filepath.Join(t.TempDir(), "moat-runtime-wrapper")
-	if err := os.WriteFile(rt, []byte("#!/bin/sh\nexec "+bin+" --root "+stateRoot+" \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		entries, _ := os.ReadDir(stateRoot)
-		for _, e := range entries {
-			exec.Command(bin, "--root", stateRoot, "delete", "--force", e.Name()).Run()
-		}
-	})
 	expected := readExpected(t)
+	start := time.Now()
 	src := runtimeToolsSource(t, goBin)
-	results := map[string]string{}
+	built := time.Since(start)
 	var names []string
 	for name := range expected {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+
+	runcBin, runcErr := exec.LookPath("runc")
+	if runcErr != nil && testenv.RequireAll() {
+		t.Errorf("runc, which .ci/setup installs, is not here to compare with: %v", runcErr)
+	}
+	// Both runtimes' runs go side by side (each program waits on its
+	// container most of the time): a run takes about as long as one.
+	var runc map[string]toolResult
+	var wg sync.WaitGroup
+	if runcErr == nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runc = runPrograms(t, src, runcBin, names)
+		}()
+	}
+	moat := runPrograms(t, src, bin, names)
+	wg.Wait()
+
+	results := map[string]string{}
 	passed := 0
+	for _, name := range names {
+		r := moat[name]
+		results[name] = r.got
+		if r.got == "pass" {
+			passed++
+		}
+		want := strings.Fields(expected[name])[0]
+		if r.got != want && want != "either" {
+			tail := r.out
+			if len(tail) > 3000 {
+				tail = tail[len(tail)-3000:]
+			}
+			t.Errorf("runtime-tools %s: %s, expected %s (update testdata/runtime-tools.expected if this is a fix)\n%s", name, r.got, expected[name], tail)
+		}
+	}
+	b, _ := json.Marshal(results)
+	t.Logf("runtime-tools %s: %d of %d validation programs pass with moat-runtime: %s", runtimeToolsVersion, passed, len(names), b)
+	if runc == nil {
+		t.Logf("runtime-tools: runc not found (%v), moat-runtime %d of %d pass", runcErr, passed, len(names))
+		return
+	}
+	runcPassed := 0
+	var only []string
+	for _, name := range names {
+		if runc[name].got != "pass" {
+			continue
+		}
+		runcPassed++
+		if moat[name].got != "pass" {
+			// readExpected requires a reason of every line but pass.
+			only = append(only, "  "+name+": "+expected[name])
+		}
+	}
+	t.Logf("runtime-tools: runc %d of %d pass, moat-runtime %d (built in %v, both run in %v)", runcPassed, len(names), passed, built.Round(time.Second), time.Since(start.Add(built)).Round(time.Second))
+	if len(only) > 0 {
+		t.Logf("runtime-tools: runc passes and moat-runtime does not:\n%s", strings.Join(only, "\n"))
+	}
+}
+
+// toolResult is one validation program's result: "pass" or "fail", and
+// its output.
+type toolResult struct {
+	got string
+	out []byte
+}
+
+// runPrograms runs each named validation program of src against the
+// runtime binary bin, one after the other. The suite names no --root: a
+// wrapper gives the runtime one of its own, and whatever the suite leaves
+// there is deleted afterwards.
+func runPrograms(t *testing.T, src, bin string, names []string) map[string]toolResult {
+	dir := t.TempDir()
+	stateRoot := filepath.Join(dir, "state")
+	rt := filepath.Join(dir, "runtime")
+	if err := os.WriteFile(rt, []byte("#!/bin/sh\nexec "+bin+" --root "+stateRoot+" \"$@\"\n"), 0o755); err != nil {
+		t.Error(err)
+		return nil
+	}
+	defer func() {
+		entries, _ := os.ReadDir(stateRoot)
+		for _, e := range entries {
+			exec.Command(bin, "--root", stateRoot, "delete", "--force", e.Name()).Run()
+		}
+	}()
+	results := map[string]toolResult{}
 	for _, name := range names {
 		prog := filepath.Join(src, "validation", name, name+".t")
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -67,20 +145,10 @@ func TestRuntimeTools(t *testing.T) {
 		got := "fail"
 		if err == nil && tapOK(out) {
 			got = "pass"
-			passed++
 		}
-		results[name] = got
-		want := strings.Fields(expected[name])[0]
-		if got != want && want != "either" {
-			tail := out
-			if len(tail) > 3000 {
-				tail = tail[len(tail)-3000:]
-			}
-			t.Errorf("runtime-tools %s: %s, expected %s (update testdata/runtime-tools.expected if this is a fix)\n%s", name, got, expected[name], tail)
-		}
+		results[name] = toolResult{got, out}
 	}
-	b, _ := json.Marshal(results)
-	t.Logf("runtime-tools %s: %d of %d validation programs pass: %s", runtimeToolsVersion, passed, len(names), b)
+	return results
 }
 
 // tapOK says whether TAP output has at least one "ok" and no "not ok".
