@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 12 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags
+const ConfigVersion = 13 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Umask
 
 // Network modes.
 const (
@@ -98,7 +98,14 @@ type Config struct {
 	// TmpSize is the size cap of the /tmp tmpfs in bytes (default
 	// DefaultTmpSize).
 	TmpSize int64 `json:"tmpSize,omitempty"`
-	// Rlimits are applied after RLIMIT_CORE 0, so a policy may override it.
+	// Umask is the tool's file mode creation mask (umask(2)), 0 to 0777;
+	// nil means 022. The init sets it as its own last thing before the
+	// tool: the tool, every process exec'd into the sandbox (forked by the
+	// init) and the C tail (exec'd by the Go init: execve keeps the umask)
+	// all start with it.
+	Umask *uint32 `json:"umask,omitempty"`
+	// Rlimits are set as given; RLIMIT_CORE is 0 (soft and hard) unless
+	// they name it.
 	Rlimits []specs.POSIXRlimit `json:"rlimits,omitempty"`
 	// Seccomp is a marshalled seccomp.Program, loaded last, just before the
 	// exec. Empty means no filter.
