@@ -76,6 +76,9 @@ func TestTranslatePodmanConfig(t *testing.T) {
 	if p.UIDMap != nil || p.GIDMap != nil || !p.IDMapMounts {
 		t.Fatalf("no user namespace in the config: moat's own range, id-mapped mounts; got %+v %+v %v", p.UIDMap, p.GIDMap, p.IDMapMounts)
 	}
+	if !c.ReadOnlyTopOnly {
+		t.Fatalf("a bind's ro must be runc's, of its top mount alone: ReadOnlyTopOnly unset")
+	}
 	if c.Umask == nil || *c.Umask != 0o022 {
 		t.Fatalf("umask: %v, want process.user.umask's 022", c.Umask)
 	}
