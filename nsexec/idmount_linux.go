@@ -151,7 +151,7 @@ func prepareIDMounts(c *Config, paths *hostPaths, m *mapping, o *options) (*idMo
 	writable := map[fileID]bool{} // sources some bind writes: never owner-mapped
 	lockAll := m.root && c.Caps != nil && c.Caps.all()&(1<<unix.CAP_SYS_ADMIN) != 0
 	if (auto || lockAll) && c.Rootfs != "" && ids.Rootfs != nil {
-		u := idUse{path: c.Rootfs, id: *ids.Rootfs, readOnly: true, recursive: true, what: "rootfs"}
+		u := idUse{path: c.Rootfs, id: *ids.Rootfs, readOnly: !c.RootfsWritable, recursive: true, what: "rootfs"}
 		if auto {
 			u.uids, u.gids = m.uids, m.gids
 		}

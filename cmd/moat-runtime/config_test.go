@@ -181,6 +181,17 @@ func TestTargetsInARootMoatMayNotWrite(t *testing.T) {
 // writes it); root.readonly true keeps it read-only.
 func TestWritableRoot(t *testing.T) { asNobody(t, testWritableRoot) }
 
+// TestWritableRootAsRoot is TestWritableRoot as root, where the root,
+// host root's, is id-mapped onto the container's range (on a filesystem
+// that allows it, as /tmp's here), so the container's root writes it as
+// runc's does: the id-mapped copy was once made read-only whatever
+// root.readonly said.
+func TestWritableRootAsRoot(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireIDMappedMounts(t, t.TempDir())
+	testWritableRoot(t)
+}
+
 func testWritableRoot(t *testing.T) {
 	root := bareRoot(t)
 	for ro, want := range map[bool]string{true: "Read-only file system", false: "written"} {
