@@ -87,7 +87,7 @@ func cloneSource(path string, want *fileID, attr uint64, recursive bool) (int, e
 // mount_setattr it, and granted it, as root, the parent made the source's
 // copy read-only on the host side (idmount_linux.go, lockAll), where the
 // flag is locked (MNT_LOCK_READONLY) when the copy reaches the sandbox's
-// less privileged mount namespace. TestTopOnlyReadOnlyStaysReadOnly tries
+// less privileged mount namespace. TestTopOnlyReadOnly tries
 // both.
 func cloneBind(path string, want *fileID, spec *mountSpec, topOnly bool) (int, error) {
 	tree, top := spec.bindAttrs(topOnly)
