@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 13 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Landlock
+const ConfigVersion = 15 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Umask; 14: ReadOnlyTopOnly; 15: Landlock
 
 // Network modes.
 const (
@@ -46,6 +46,14 @@ type Config struct {
 	// GIDMappings is an id-mapped mount of its source (idmount_linux.go):
 	// the source's files owned by ContainerID show as owned by HostID.
 	Mounts []specs.Mount `json:"mounts,omitempty"`
+	// ReadOnlyTopOnly makes a bind's "ro" read-only on its top mount
+	// only, as runc's "ro" is (an OCI config's): its submounts keep their
+	// own flags, and "rro" is what makes every mount of the tree
+	// read-only. Unset, "ro" and "rro" are both recursive, moat's rule
+	// for moat run and the library. A bind's top mount is read-only
+	// either way, and the tool cannot make it writable (mount_linux.go
+	// cloneBind says why).
+	ReadOnlyTopOnly bool `json:"readOnlyTopOnly,omitempty"`
 	// Sysfs mounts a read-only sysfs at /sys, which must exist in the
 	// root: the kernel gives a sandbox one of its own network namespace
 	// only (not with a joined one, WithJoin).
@@ -98,7 +106,14 @@ type Config struct {
 	// TmpSize is the size cap of the /tmp tmpfs in bytes (default
 	// DefaultTmpSize).
 	TmpSize int64 `json:"tmpSize,omitempty"`
-	// Rlimits are applied after RLIMIT_CORE 0, so a policy may override it.
+	// Umask is the tool's file mode creation mask (umask(2)), 0 to 0777;
+	// nil means 022. The init sets it as its own last thing before the
+	// tool: the tool, every process exec'd into the sandbox (forked by the
+	// init) and the C tail (exec'd by the Go init: execve keeps the umask)
+	// all start with it.
+	Umask *uint32 `json:"umask,omitempty"`
+	// Rlimits are set as given; RLIMIT_CORE is 0 (soft and hard) unless
+	// they name it.
 	Rlimits []specs.POSIXRlimit `json:"rlimits,omitempty"`
 	// Seccomp is a marshalled seccomp.Program, loaded last, just before the
 	// exec. Empty means no filter.

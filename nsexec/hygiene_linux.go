@@ -2,6 +2,9 @@ package nsexec
 
 import (
 	"fmt"
+	"slices"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"golang.org/x/sys/unix"
 )
@@ -44,8 +47,14 @@ func (c *child) hygiene() error {
 	if got, err := unix.Getwd(); err != nil || got != cwd {
 		return stepErr(StepCwd, cwd, fmt.Sprintf("getcwd is %q", got), unix.ENOTDIR)
 	}
-	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
-		return stepErr(StepRlimits, "", "RLIMIT_CORE", err)
+	// No core dumps unless the config sets RLIMIT_CORE itself: then its
+	// values are set as they are, since a hard limit lowered to 0 first
+	// could not be raised again without CAP_SYS_RESOURCE in the initial
+	// user namespace (setrlimit(2)).
+	if !slices.ContainsFunc(cfg.Rlimits, func(r specs.POSIXRlimit) bool { return r.Type == "RLIMIT_CORE" }) {
+		if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+			return stepErr(StepRlimits, "", "RLIMIT_CORE", err)
+		}
 	}
 	for _, r := range cfg.Rlimits {
 		res, ok := rlimitResources[r.Type]
@@ -56,7 +65,11 @@ func (c *child) hygiene() error {
 			return stepErr(StepRlimits, "", r.Type, err)
 		}
 	}
-	unix.Umask(0o022)
+	umask := uint32(0o022)
+	if cfg.Umask != nil {
+		umask = *cfg.Umask
+	}
+	unix.Umask(int(umask))
 	return nil
 }
 

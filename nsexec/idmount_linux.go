@@ -99,6 +99,7 @@ type idUse struct {
 	id         fileID
 	uids, gids []IDMap // nil: locked only, not id-mapped
 	readOnly   bool    // every use is read-only
+	topOnly    bool    // every use's read-only is of its top mount alone (Config.ReadOnlyTopOnly)
 	recursive  bool    // a use takes the submounts too
 	explicit   bool    // a mount asked for it (an error if it cannot be had)
 	owned      bool    // owner-mapped (ownermap_linux.go): owner must still own it
@@ -137,6 +138,7 @@ func prepareIDMounts(c *Config, paths *hostPaths, m *mapping, o *options) (*idMo
 				return &ConfigError{Field: u.what, Value: u.path, Reason: "id-maps a source that " + p.what + " id-maps with other maps; one source has one id-mapped mount"}
 			}
 			p.readOnly = p.readOnly && u.readOnly
+			p.topOnly = p.topOnly && u.topOnly
 			p.recursive = p.recursive || u.recursive
 			p.explicit = p.explicit || u.explicit
 			return nil
@@ -149,7 +151,7 @@ func prepareIDMounts(c *Config, paths *hostPaths, m *mapping, o *options) (*idMo
 	writable := map[fileID]bool{} // sources some bind writes: never owner-mapped
 	lockAll := m.root && c.Caps != nil && c.Caps.all()&(1<<unix.CAP_SYS_ADMIN) != 0
 	if (auto || lockAll) && c.Rootfs != "" && ids.Rootfs != nil {
-		u := idUse{path: c.Rootfs, id: *ids.Rootfs, readOnly: true, recursive: true, what: "rootfs"}
+		u := idUse{path: c.Rootfs, id: *ids.Rootfs, readOnly: !c.RootfsWritable, recursive: true, what: "rootfs"}
 		if auto {
 			u.uids, u.gids = m.uids, m.gids
 		}
@@ -178,8 +180,9 @@ func prepareIDMounts(c *Config, paths *hostPaths, m *mapping, o *options) (*idMo
 			continue
 		}
 		spec := parsed[i]
+		_, top := spec.bindAttrs(c.ReadOnlyTopOnly)
 		u := idUse{path: mt.Source, id: ids.Mounts[i], readOnly: spec.attr&unix.MOUNT_ATTR_RDONLY != 0,
-			recursive: spec.recursive, what: fmt.Sprintf("mounts[%d]", i)}
+			topOnly: top != 0, recursive: spec.recursive, what: fmt.Sprintf("mounts[%d]", i)}
 		if u.uids, u.gids = mountMaps(mt); u.uids != nil {
 			if !m.root {
 				return nil, &ConfigError{Field: u.what + ".uidMappings", Value: mt.Source,
@@ -287,7 +290,7 @@ func idMapped(u *idUse, ns int) (int, error) {
 		return -1, err
 	}
 	a := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-	if u.readOnly {
+	if u.readOnly && !u.topOnly {
 		a.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}
 	if ns >= 0 {
@@ -297,6 +300,14 @@ func idMapped(u *idUse, ns int) (int, error) {
 	if err := unix.MountSetattr(tree, "", setFlags, &a); err != nil {
 		unix.Close(tree)
 		return -1, err
+	}
+	// Read-only on the top mount alone, as its every use asks: the
+	// submounts keep their sources' flags (those the host locks too).
+	if u.readOnly && u.topOnly {
+		if err := setAttr(tree, unix.MOUNT_ATTR_RDONLY, false); err != nil {
+			unix.Close(tree)
+			return -1, err
+		}
 	}
 	return tree, nil
 }

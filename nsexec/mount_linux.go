@@ -80,6 +80,28 @@ func cloneSource(path string, want *fileID, attr uint64, recursive bool) (int, e
 	return cloneMount(fd, "", attr, recursive)
 }
 
+// cloneBind clones a Config bind's source (cloneSource) with the
+// attributes spec asks, read-only on the top mount alone where topOnly
+// says (bindAttrs). That top mount stays read-only for the tool: without
+// CAP_SYS_ADMIN in its user namespace it can neither remount it nor
+// mount_setattr it, and granted it, as root, the parent made the source's
+// copy read-only on the host side (idmount_linux.go, lockAll), where the
+// flag is locked (MNT_LOCK_READONLY) when the copy reaches the sandbox's
+// less privileged mount namespace. TestTopOnlyReadOnly tries
+// both.
+func cloneBind(path string, want *fileID, spec *mountSpec, topOnly bool) (int, error) {
+	tree, top := spec.bindAttrs(topOnly)
+	fd, err := cloneSource(path, want, tree, spec.recursive)
+	if err != nil || top == 0 {
+		return fd, err
+	}
+	if err := setAttr(fd, top, false); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
 // setAttr adds attr to the mount at fd (and below it when recursive).
 func setAttr(fd int, attr uint64, recursive bool) error {
 	flags := uint(unix.AT_EMPTY_PATH)

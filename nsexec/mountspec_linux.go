@@ -29,6 +29,20 @@ type mountSpec struct {
 	// directory holds (tmpcopyup, copyup_linux.go).
 	unbindable bool
 	copyUp     bool
+	// plainRO: a bind's read-only was asked as "ro", not "rro" (with
+	// Config.ReadOnlyTopOnly, of its top mount alone: bindAttrs).
+	plainRO bool
+}
+
+// bindAttrs are the attributes of a bind's tree and those of its top
+// mount alone (mount_setattr without AT_RECURSIVE): with topOnly (the
+// Config's ReadOnlyTopOnly) a plain "ro" makes the top mount read-only and
+// leaves the submounts as their sources are, as runc's "ro" does.
+func (s *mountSpec) bindAttrs(topOnly bool) (tree, top uint64) {
+	if topOnly && s.plainRO && s.recursive && s.attr&attrRdOnly != 0 {
+		return s.attr &^ attrRdOnly, attrRdOnly
+	}
+	return s.attr, 0
 }
 
 // CheckMount checks one Config mount as Start and Prepare will, and
@@ -62,7 +76,8 @@ var bindIgnored = map[string]bool{"size": true, "mode": true, "nr_inodes": true,
 
 // recursiveForms are runc's recursive option names (mount_setattr with
 // AT_RECURSIVE): the same as the plain ones here, where a bind's options
-// apply to every mount of its tree.
+// apply to every mount of its tree, but for "ro" with
+// Config.ReadOnlyTopOnly (bindAttrs).
 var recursiveForms = map[string]string{
 	"rro": "ro", "rrw": "rw", "rnosuid": "nosuid", "rsuid": "suid", "rnodev": "nodev", "rdev": "dev",
 	"rnoexec": "noexec", "rexec": "exec", "rnosymfollow": "nosymfollow", "rsymfollow": "symfollow",
@@ -85,7 +100,8 @@ var atimeAttrs = map[string]uint64{
 //
 // Accepted, and what each is built as (runc's option names; an "r" form,
 // rro, rnoexec, is the same, since options apply to every mount of a bind's
-// tree):
+// tree, but that with Config.ReadOnlyTopOnly a plain "ro" is of the top
+// mount only, as runc's):
 //   - type "" or "bind": an open_tree clone of Source (absolute), read-only
 //     unless "rw"; "rbind" (the default) clones its submounts too, "bind"
 //     only the mount at Source (the kernel refuses that, EINVAL, when it
@@ -136,7 +152,7 @@ func parseMount(at string, m *specs.Mount, tmpSize int64) (mountSpec, error) {
 	if err != nil {
 		return mountSpec{}, err
 	}
-	var ro, rw, bind, rbind, atimeSet bool
+	var ro, rro, rw, bind, rbind, atimeSet bool
 	seen := map[string]bool{}
 	s.attr = attrRW
 	for j, o := range m.Options {
@@ -153,7 +169,7 @@ func parseMount(at string, m *specs.Mount, tmpSize int64) (mountSpec, error) {
 		}
 		switch {
 		case base == "ro":
-			ro = true
+			ro, rro = true, rro || o == "rro"
 		case base == "rw":
 			rw = true
 		case acceptedAsIs[base]:
@@ -224,6 +240,7 @@ func parseMount(at string, m *specs.Mount, tmpSize int64) (mountSpec, error) {
 	if ro || (!s.tmpfs && !rw) {
 		s.attr |= attrRdOnly
 	}
+	s.plainRO = ro && !rro && !s.tmpfs
 	if s.tmpfs && !seen["size"] {
 		s.fsopts = append(s.fsopts, "size="+strconv.FormatInt(tmpSize, 10))
 	}

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,7 +72,7 @@ func (c *child) buildRoot() error {
 		}
 		binds = append(binds, planned{target: "/work", tree: tree, resolve: strictTarget, create: cfg.Rootfs == ""})
 	}
-	extra, err := extraSources(cfg.Mounts, c.srcs.Mounts, cfg.TmpSize, cfg.Rootfs == "")
+	extra, err := extraSources(cfg, c.srcs.Mounts)
 	if err != nil {
 		return err
 	}
@@ -228,7 +227,8 @@ func hostSources() ([]planned, [][2]string, error) {
 // inode the parent opened (ids, one per mount; a tmpfs's is unused), and
 // plans its tmpfs mounts (created later, once the sandbox ids own what is
 // created).
-func extraSources(mounts []specs.Mount, ids []fileID, tmpSize int64, hostMode bool) ([]planned, error) {
+func extraSources(cfg *Config, ids []fileID) ([]planned, error) {
+	mounts, tmpSize, hostMode := cfg.Mounts, cfg.TmpSize, cfg.Rootfs == ""
 	if len(ids) != len(mounts) {
 		return nil, stepErr(StepConfig, "", "the parent sent no source inode for every mount", unix.EPROTO)
 	}
@@ -242,7 +242,7 @@ func extraSources(mounts []specs.Mount, ids []fileID, tmpSize int64, hostMode bo
 		p := planned{target: m.Destination, tree: -1, resolve: inRootTarget, create: hostMode, unbindable: spec.unbindable}
 		if spec.tmpfs {
 			p.tmpfs = &spec
-		} else if p.tree, err = cloneSource(m.Source, &ids[i], spec.attr, spec.recursive); err != nil {
+		} else if p.tree, err = cloneBind(m.Source, &ids[i], &spec, cfg.ReadOnlyTopOnly); err != nil {
 			closePlanned(out)
 			return nil, stepErr(StepBind, m.Source, "", err)
 		}

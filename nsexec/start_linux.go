@@ -230,6 +230,13 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 	if c.TmpSize <= 0 {
 		c.TmpSize = DefaultTmpSize
 	}
+	if c.Umask != nil {
+		if *c.Umask > 0o777 {
+			return nil, &ConfigError{Field: "umask", Value: fmt.Sprintf("%#o", *c.Umask), Reason: "is not a mode mask; use 0 to 0777"}
+		}
+		umask := *c.Umask
+		c.Umask = &umask
+	}
 	var err error
 	for _, p := range []*string{&c.Rootfs, &c.Workdir} {
 		if *p != "" {

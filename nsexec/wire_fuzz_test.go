@@ -166,6 +166,7 @@ func TestWireRefusesHostileFrames(t *testing.T) {
 		"network":               {func(w *wire) { w.Config.Network = "host" }, "config.network"},
 		"invalid uid":           {func(w *wire) { w.Config.UID = 1<<32 - 1 }, "config.uid"},
 		"negative tmpfs":        {func(w *wire) { w.Config.TmpSize = -1 }, "config.tmpSize"},
+		"umask beyond 0777":     {func(w *wire) { w.Config.Umask = new(uint32(0o1022)) }, "config.umask"},
 		"tasks":                 {func(w *wire) { w.Tasks = 1 << 30 }, "tasks"},
 		"negative tasks":        {func(w *wire) { w.Tasks = -1 }, "tasks"},
 		"tail of a cold start":  {func(w *wire) { w.Tail = true }, "tail"},
@@ -200,6 +201,7 @@ func TestNormalizeRefusesWhatTheInitWould(t *testing.T) {
 	for field, cfg := range map[string]*Config{
 		"hostname": {Args: []string{"/bin/true"}, Hostname: "moat\n10.0.0.1 bank.example"},
 		"uid":      {Args: []string{"/bin/true"}, UID: 1<<32 - 1, GID: 1000},
+		"umask":    {Args: []string{"/bin/true"}, Umask: new(uint32(0o4000))},
 	} {
 		_, err := normalize(cfg, false)
 		var ce *ConfigError

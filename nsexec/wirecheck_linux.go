@@ -68,6 +68,8 @@ func (w *wire) check() error {
 		return bad("config.uid", unix.EINVAL, "uid or gid 4294967295 is the invalid id (-1), which setresuid(2) reads as \"unchanged\"")
 	case len(c.Groups) > maxGroups:
 		return bad("config.groups", unix.EINVAL, "has %d groups; the kernel takes at most %d", len(c.Groups), maxGroups)
+	case c.Umask != nil && *c.Umask > 0o777:
+		return bad("config.umask", unix.EINVAL, "%#o is not a mode mask (0 to 0777)", *c.Umask)
 	case c.TmpSize < 0:
 		return bad("config.tmpSize", unix.EINVAL, "is negative")
 	case w.Tasks < 0 || w.Tasks > maxTasks:

@@ -181,6 +181,36 @@ func TestTargetsInARootMoatMayNotWrite(t *testing.T) {
 // writes it); root.readonly true keeps it read-only.
 func TestWritableRoot(t *testing.T) { asNobody(t, testWritableRoot) }
 
+// TestWritableRootAsRoot is TestWritableRoot as root, where the root,
+// host root's, is id-mapped onto the container's range (on a filesystem
+// that allows it, as /tmp's here), so the container's root writes it as
+// runc's does: the id-mapped copy was once made read-only whatever
+// root.readonly said.
+func TestWritableRootAsRoot(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireIDMappedMounts(t, t.TempDir())
+	testWritableRoot(t)
+
+	// Hostile: the writable root is still nosuid and nodev, flags the
+	// container's root cannot clear even granted CAP_SYS_ADMIN and
+	// CAP_MKNOD with no filter (the parent's copy has them, locked in
+	// the container's mount namespace), nor make a device node there.
+	spec := criSpec(t, bareRoot(t), false, "/bin/sh", "-c",
+		"mount -t tmpfs none /tmp && echo granted; mount -o remount,bind,suid / 2>/dev/null && echo suid; mount -o remount,bind,dev / 2>/dev/null && echo dev; "+
+			"mknod /blk b 8 0 2>/dev/null && echo mknod; touch /x && echo written")
+	caps := []string{"CAP_SYS_ADMIN", "CAP_MKNOD", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER"}
+	spec.Process.Capabilities = &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps}
+	spec.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow}
+	out, _ := os.CreateTemp(t.TempDir(), "out")
+	if _, errs, code := rtIO(t, t.TempDir(), out, "run", "--bundle", writeBundle(t, spec), "wcaps"); code != 0 {
+		t.Fatalf("granted CAP_SYS_ADMIN: exit %d: %s", code, errs)
+	}
+	// "granted": CAP_SYS_ADMIN is the container's, a tmpfs of its own mounts.
+	if got, _ := os.ReadFile(out.Name()); string(got) != "granted\nwritten\n" {
+		t.Errorf("granted CAP_SYS_ADMIN and CAP_MKNOD, the writable root's container says %q, want only \"granted\" and \"written\"", got)
+	}
+}
+
 func testWritableRoot(t *testing.T) {
 	root := bareRoot(t)
 	for ro, want := range map[bool]string{true: "Read-only file system", false: "written"} {

@@ -22,6 +22,11 @@ func RequireIDMappedMounts(t testing.TB, dir string) {
 	}
 }
 
+// IDMappable says why dir's filesystem takes no id-mapped mount here, or
+// nil when it does (the probe of RequireIDMappedMounts), for a test whose
+// expected result depends on it.
+func IDMappable(dir string) error { return idMappable(dir) }
+
 func idMappable(dir string) error {
 	// A user namespace with a one-line map, held by a sleeping process
 	// for as long as the probe needs its descriptor.

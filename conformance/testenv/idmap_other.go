@@ -2,7 +2,10 @@
 
 package testenv
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 // RequireIDMappedMounts skips (or fails, see Skipf): id-mapped mounts are
 // Linux's.
@@ -10,3 +13,6 @@ func RequireIDMappedMounts(t testing.TB, dir string) {
 	t.Helper()
 	Skipf(t, "id-mapped mounts of %s: Linux only", dir)
 }
+
+// IDMappable says id-mapped mounts are Linux's.
+func IDMappable(dir string) error { return errors.New("id-mapped mounts are Linux's") }

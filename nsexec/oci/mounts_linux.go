@@ -32,6 +32,10 @@ var provided = map[string]string{
 var dropped = map[string]bool{"z": true, "Z": true}
 
 func (t *translator) mounts() {
+	// A bind's "ro" is runc's: read-only on its top mount alone, its
+	// submounts as their sources are; "rro" is every mount of its tree
+	// (critest's "should support non-recursive readonly mounts").
+	t.plan.Config.ReadOnlyTopOnly = true
 	// Destinations of the config's own tmpfs mounts: a target below one
 	// is made in that tmpfs by nsexec, not in the root.
 	var tmpfs []string

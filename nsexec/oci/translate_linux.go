@@ -151,8 +151,12 @@ func (t *translator) process() {
 		t.refuse("process.user", fmt.Sprint(p.User.UID, ":", p.User.GID), "4294967295 is the invalid id (-1); use 0 to 4294967294")
 	}
 	t.groups(p.User.GID, p.User.AdditionalGids)
-	if p.User.Umask != nil && *p.User.Umask != 0o022 {
-		t.refuse("process.user.umask", fmt.Sprintf("%#o", *p.User.Umask), "moat starts every process with umask 022")
+	if u := p.User.Umask; u != nil {
+		if *u > 0o777 {
+			t.refuse("process.user.umask", fmt.Sprintf("%#o", *u), "is not a mode mask; use 0 to 0777")
+		}
+		umask := *u
+		t.plan.Config.Umask = &umask
 	}
 	for i, r := range p.Rlimits {
 		if _, ok := nsexec.RlimitResource(r.Type); !ok {

@@ -76,6 +76,17 @@ func TestTranslatePodmanConfig(t *testing.T) {
 	if p.UIDMap != nil || p.GIDMap != nil || !p.IDMapMounts {
 		t.Fatalf("no user namespace in the config: moat's own range, id-mapped mounts; got %+v %+v %v", p.UIDMap, p.GIDMap, p.IDMapMounts)
 	}
+	if !c.ReadOnlyTopOnly {
+		t.Fatalf("a bind's ro must be runc's, of its top mount alone: ReadOnlyTopOnly unset")
+	}
+	if c.Umask == nil || *c.Umask != 0o022 {
+		t.Fatalf("umask: %v, want process.user.umask's 022", c.Umask)
+	}
+	s := podmanSpec()
+	s.Process.User.Umask = new(uint32(0o002))
+	if p, err := Translate(s, "/b", true); err != nil || p.Config.Umask == nil || *p.Config.Umask != 0o002 {
+		t.Fatalf("umask 002: %v, want it passed on", err)
+	}
 	if c.Caps == nil || *c.Caps != (nsexec.Capabilities{Bounding: 1 << 0}) {
 		t.Fatalf("capabilities: %+v, want CAP_CHOWN in the bounding set", c.Caps)
 	}
@@ -112,6 +123,7 @@ func TestTranslateRefuses(t *testing.T) {
 		{"hooks", func(s *specs.Spec) { s.Hooks = &specs.Hooks{Poststop: []specs.Hook{{Path: "/bin/true"}}} }},
 		{"hostname", func(s *specs.Spec) { s.Hostname = "c1\n10.0.0.1 bank.example" }},
 		{"process.user", func(s *specs.Spec) { s.Process.User.UID = 1<<32 - 1 }},
+		{"process.user.umask", func(s *specs.Spec) { s.Process.User.Umask = new(uint32(0o1022)) }},
 		{"linux.sysctl.kernel.panic", func(s *specs.Spec) { s.Linux.Sysctl["kernel.panic"] = "1" }},
 		{"linux.sysctl.vm.swappiness", func(s *specs.Spec) { s.Linux.Sysctl["vm.swappiness"] = "1" }},
 		{"linux.maskedPaths[9]", func(s *specs.Spec) { s.Linux.MaskedPaths = append(s.Linux.MaskedPaths, "etc/shadow") }},
