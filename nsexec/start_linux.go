@@ -244,6 +244,9 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 	if err := checkSysctls(c.Sysctl); err != nil {
 		return nil, err
 	}
+	if c.NoProc && len(c.Sysctl) > 0 {
+		return nil, &ConfigError{Field: "sysctl", Value: sortedKeys(c.Sysctl)[0], Reason: "is written through a procfs, which a NoProc sandbox (mode " + string(ModeNoProc) + ") has none of"}
+	}
 	c.Sysctl = maps.Clone(c.Sysctl)
 	if err := checkPaths(&c); err != nil {
 		return nil, err
