@@ -25,6 +25,10 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *exe
 		Rootfs:       "tmpfs+ro-binds of the host system directories",
 	}
 	n.Egress = attestEgress(l.egress, pol)
+	n.Mode = string(nsexec.ModeFull)
+	if l.tmpl.NoProc {
+		n.Mode, n.ModeReason, n.ModeDrops = string(nsexec.ModeNoProc), l.modeWhy, nsexec.ModeNoProc.Drops()
+	}
 	if l.tmpl.Landlock {
 		n.Landlock = nsexec.LandlockABI()
 	}
