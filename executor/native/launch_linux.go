@@ -32,7 +32,7 @@ type launcher struct {
 	logger     *slog.Logger
 	pool       *pool
 	egress     *egressRoute
-	modeWhy    string // why the mode is not full (mode.go)
+	mode       modeChoice // the rung and what it drops (mode.go)
 }
 
 func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Process, error) {

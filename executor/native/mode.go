@@ -22,39 +22,64 @@ type ModeError struct {
 	Required nsexec.Mode // its requires.mode ("" for WithMode's own ask)
 	Mode     nsexec.Mode // what this host allows (or WithMode chose)
 	Reason   string      // why the host allows no more
+	Drops    []string    // what the sandboxes would lack of full mode
 }
 
 func (e *ModeError) Error() string {
-	fix := "run moat where the kernel gives a sandbox a procfs: on the host, or in a container with an unmasked /proc " +
-		"(--security-opt systempaths=unconfined; a pod's procMount: Unmasked)"
+	fix := "run moat on the host, or in a container with an unmasked /proc (--security-opt systempaths=unconfined; " +
+		"a pod's procMount: Unmasked) and a seccomp profile that allows sethostname (or CAP_SYS_ADMIN)"
 	if e.Required == "" {
 		return fmt.Sprintf("native: mode %s was asked for, and this host allows %s: %s; %s", nsexec.ModeFull, e.Mode, e.Reason, fix)
 	}
-	return fmt.Sprintf("native: policy %q requires mode %s, and this host allows %s only (%s), which drops %s; %s, or use a policy that does not require mode %s",
-		e.Policy, e.Required, e.Mode, e.Reason, strings.Join(e.Mode.Drops(), "; "), fix, e.Required)
+	return fmt.Sprintf("native: policy %q requires mode %s, and this host allows %s (%s), which drops %s; %s, or use a policy that does not require mode %s",
+		e.Policy, e.Required, e.Mode, e.Reason, strings.Join(e.Drops, "; "), fix, e.Required)
+}
+
+// modeChoice is the rung the provider's sandboxes run on, why it is not
+// full, and everything full mode promises that they do not keep: the
+// rung's drops, and the hostname where a filter around moat refuses it
+// (nsexec.HostnameRefused), whatever the rung.
+type modeChoice struct {
+	mode            nsexec.Mode
+	why             string
+	drops           []string
+	inheritHostname bool
 }
 
 // chooseMode is the mode the provider's sandboxes run in: the host's, or
-// the weaker one WithMode asks, checked against the policy's requires.mode.
-func chooseMode(o *options, pol *policies.Policy) (nsexec.Mode, string, error) {
+// the weaker one WithMode asks, checked against the policy's
+// requires.mode ("full" also refuses a hostname that is not the
+// sandbox's own).
+func chooseMode(o *options, pol *policies.Policy) (modeChoice, error) {
 	mode, why := hostMode()
 	if o.mode != "" {
 		if o.mode.Rank() < 0 {
-			return "", "", fmt.Errorf("native: WithMode %q is not a mode; use one of %v", o.mode, nsexec.Modes)
+			return modeChoice{}, fmt.Errorf("native: WithMode %q is not a mode; use one of %v", o.mode, nsexec.Modes)
 		}
 		if o.mode.Rank() < mode.Rank() {
-			return "", "", &ModeError{Policy: pol.Name, Mode: mode, Reason: why}
+			return modeChoice{}, &ModeError{Policy: pol.Name, Mode: mode, Reason: why}
 		}
 		if o.mode != mode {
 			mode, why = o.mode, "chosen by the embedder (WithMode)"
 		}
 	}
-	if pol.Requires != nil && pol.Requires.Mode != "" && mode.Rank() > policies.ModeRank(pol.Requires.Mode) {
-		return "", "", &ModeError{Policy: pol.Name, Required: nsexec.Mode(pol.Requires.Mode), Mode: mode, Reason: why}
+	c := modeChoice{mode: mode, why: why, drops: mode.Drops()}
+	if refused, hwhy := hostnameRefused(); refused {
+		c.inheritHostname, c.drops = true, append(c.drops, nsexec.HostnameDrop)
+		c.why = strings.TrimPrefix(c.why+"; "+hwhy, "; ")
 	}
-	return mode, why, nil
+	if pol.Requires != nil && pol.Requires.Mode != "" {
+		need := policies.ModeRank(pol.Requires.Mode)
+		if mode.Rank() > need || (need == 0 && len(c.drops) > 0) {
+			return modeChoice{}, &ModeError{Policy: pol.Name, Required: nsexec.Mode(pol.Requires.Mode), Mode: mode, Reason: c.why, Drops: c.drops}
+		}
+	}
+	return c, nil
 }
 
-// hostMode is nsexec.HostMode, a variable for the tests of a host that
-// has only a weaker mode.
-var hostMode = nsexec.HostMode
+// hostMode and hostnameRefused are nsexec's, variables for the tests of a
+// host that has only a weaker mode.
+var (
+	hostMode        = nsexec.HostMode
+	hostnameRefused = nsexec.HostnameRefused
+)

@@ -25,9 +25,9 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *exe
 		Rootfs:       "tmpfs+ro-binds of the host system directories",
 	}
 	n.Egress = attestEgress(l.egress, pol)
-	n.Mode = string(nsexec.ModeFull)
-	if l.tmpl.NoProc {
-		n.Mode, n.ModeReason, n.ModeDrops = string(nsexec.ModeNoProc), l.modeWhy, nsexec.ModeNoProc.Drops()
+	n.Mode, n.ModeDrops = string(l.mode.mode), l.mode.drops
+	if len(l.mode.drops) > 0 {
+		n.ModeReason = l.mode.why
 	}
 	if l.tmpl.Landlock {
 		n.Landlock = nsexec.LandlockABI()
