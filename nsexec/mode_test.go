@@ -4,6 +4,7 @@ package nsexec
 
 import (
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,5 +85,23 @@ func TestNoProcRefusesSysctls(t *testing.T) {
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Field != "sysctl" || !strings.Contains(ce.Error(), string(ModeNoProc)) {
 		t.Fatalf("NoProc with a sysctl: %v (%T), want a *ConfigError on sysctl naming the mode", err, err)
+	}
+}
+
+// InheritHostname keeps the uts namespace's copy of the launcher's
+// hostname: a rename inside changes only the sandbox's own.
+func TestInheritHostname(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := shell(t, "hostname")
+	cfg.InheritHostname = true
+	if r := mustRun(t, cfg); strings.TrimSpace(r.stdout) != host {
+		t.Fatalf("hostname with InheritHostname: %q, want the launcher's %q", r.stdout, host)
+	}
+	cfg = shell(t, "hostname")
+	if r := mustRun(t, cfg); strings.TrimSpace(r.stdout) != DefaultHostname {
+		t.Fatalf("hostname without it: %q, want %q", r.stdout, DefaultHostname)
 	}
 }
