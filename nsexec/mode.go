@@ -47,3 +47,10 @@ func (m Mode) Drops() []string {
 // HostnameDrop is what Config.InheritHostname drops of full mode, in any
 // rung (HostnameRefused).
 const HostnameDrop = "hostname: the sandbox's own uts namespace keeps the launcher's hostname (a seccomp filter around moat refuses sethostname)"
+
+// ModeNoUserNS is the rung below no-proc: no user namespace can be made
+// here (UserNSRefused), so the walls would have to come from Landlock,
+// seccomp, no_new_privs, rlimits and cgroups alone. moat does not run it
+// yet: it is named so that a refusal can say what the host would need,
+// and it is none of Modes.
+const ModeNoUserNS Mode = "no-userns"

@@ -8,3 +8,6 @@ func HostMode() (Mode, string) { return ModeFull, "" }
 
 // HostnameRefused is false where nsexec has no sandbox at all.
 func HostnameRefused() (bool, string) { return false, "" }
+
+// UserNSRefused is false where nsexec has no sandbox at all.
+func UserNSRefused() (bool, string) { return false, "" }

@@ -31,6 +31,10 @@ type modeReport struct {
 }
 
 func diagnoseMode() modeReport {
+	if refused, why := nsexec.UserNSRefused(); refused {
+		return modeReport{Mode: string(nsexec.ModeNoUserNS), Reason: why + "; moat does not run that mode yet",
+			Drops: []string{"namespaces: no sandbox can be made"}}
+	}
 	m, why := nsexec.HostMode()
 	r := modeReport{Mode: string(m), Reason: why, Drops: m.Drops()}
 	if refused, hwhy := nsexec.HostnameRefused(); refused {

@@ -26,6 +26,10 @@ type ModeError struct {
 }
 
 func (e *ModeError) Error() string {
+	if e.Mode == nsexec.ModeNoUserNS {
+		return fmt.Sprintf("native: no sandbox can be made here: %s; it would need mode %s (no namespaces: Landlock, seccomp, no_new_privs and rlimits as the walls), "+
+			"which moat does not run yet; run moat outside the sandbox or container, or under a policy or profile that allows user namespaces", e.Reason, e.Mode)
+	}
 	fix := "run moat on the host, or in a container with an unmasked /proc (--security-opt systempaths=unconfined; " +
 		"a pod's procMount: Unmasked) and a seccomp profile that allows sethostname (or CAP_SYS_ADMIN)"
 	if e.Required == "" {
@@ -51,6 +55,9 @@ type modeChoice struct {
 // requires.mode ("full" also refuses a hostname that is not the
 // sandbox's own).
 func chooseMode(o *options, pol *policies.Policy) (modeChoice, error) {
+	if refused, why := userNSRefused(); refused {
+		return modeChoice{}, &ModeError{Policy: pol.Name, Mode: nsexec.ModeNoUserNS, Reason: why}
+	}
 	mode, why := hostMode()
 	if o.mode != "" {
 		if o.mode.Rank() < 0 {
@@ -82,4 +89,5 @@ func chooseMode(o *options, pol *policies.Policy) (modeChoice, error) {
 var (
 	hostMode        = nsexec.HostMode
 	hostnameRefused = nsexec.HostnameRefused
+	userNSRefused   = nsexec.UserNSRefused
 )
