@@ -77,3 +77,18 @@ func TestRequiresModeRefused(t *testing.T) {
 	}
 	p.Close()
 }
+
+// A warm pool's prepared sandboxes run in the no-proc mode too.
+func TestNoProcModePool(t *testing.T) {
+	p, err := native.New(native.WithMode(nsexec.ModeNoProc), native.WithoutCgroups(), native.WithPool(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range 4 {
+		st, err := p.Run(context.Background(), &native.Command{Args: []string{"/bin/sh", "-c", `[ -z "$(ls -A /proc)" ] && echo ok > /work/x && [ "$(cat /work/x)" = ok ]`}})
+		if err != nil || st.Code != 0 {
+			t.Fatalf("dispatch %d in no-proc mode from the pool: exit %+v, %v", i, st, err)
+		}
+	}
+}
