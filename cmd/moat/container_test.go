@@ -15,7 +15,8 @@ import (
 )
 
 // moat in a default podman container (runc, podman's default seccomp
-// profile, a masked /proc), as root: the release binary bound in. Today's
+// profile, a masked /proc), as its root and as an ordinary user in it:
+// the release binary bound in. Today's
 // issue 31 was `moat run -- /bin/true` exiting 125 with "sandbox setup
 // proc /proc: operation not permitted" and moat doctor's userns FAILED.
 // Now it runs in the no-proc mode, says so in one warning line, and the
@@ -24,8 +25,32 @@ import (
 func TestInPodmanContainer(t *testing.T) {
 	testenv.RequireRoot(t)
 	c := newContainer(t)
+	for _, user := range []struct {
+		name  string
+		flags []string
+	}{{"root", nil}, {"nobody", []string{"--user", "65534:65534"}}} {
+		t.Run(user.name, func(t *testing.T) { podmanNoProc(t, c, user.flags) })
+	}
 
-	out, errs, code := c.run(t, "/moat/moat run -- /bin/true")
+	// moat doctor names the mode and what it drops; the default policy
+	// runs degraded, strict is refused.
+	out, errs, _ := c.run(t, nil, "/moat/moat doctor")
+	for _, want := range []string{"userns    ok", "mode      degraded  no-proc: drops /proc, sysctls, hostname", "refused: strict", "sandboxes run in mode no-proc"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("moat doctor in the container does not say %q:\n%s%s", want, out, errs)
+		}
+	}
+
+	out, errs, code := c.run(t, nil, "/moat/moat run --policy strict -- /bin/true")
+	if code != exitSandbox || !strings.Contains(errs, `policy "strict" requires mode full`) || !strings.Contains(errs, "no-proc") {
+		t.Errorf("strict in the no-proc mode: exit %d, %q %q; want 125 naming the required mode and the one this host allows", code, out, errs)
+	}
+}
+
+// podmanNoProc: moat run works in the container as the user flags name,
+// with one warning line, and the probes that still apply hold.
+func podmanNoProc(t *testing.T, c *podmanBox, flags []string) {
+	out, errs, code := c.run(t, flags, "/moat/moat run -- /bin/true")
 	if code != 0 {
 		t.Fatalf("moat run -- /bin/true in a default podman container: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
@@ -56,9 +81,8 @@ echo "proc [$($M ls -A /proc)]"
 $M setpriv -d | sed 's/^/privs /'
 $M unshare -U true 2>/dev/null; echo "unshare $?"
 echo "links $($M ip -o link | cut -d: -f2 | tr -d ' \n')"
-echo "uts $($M sh -c 'hostname sandbox-renamed 2>/dev/null; echo $?')"
-echo "container $(hostname)"`
-	out, errs, code = c.run(t, script)
+echo "uts $($M sh -c 'hostname sandbox-renamed 2>/dev/null; echo $?')"`
+	out, errs, code = c.run(t, flags, script)
 	if code != 0 {
 		t.Fatalf("the probes: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
@@ -93,20 +117,6 @@ echo "container $(hostname)"`
 	}
 	if s := one("uts"); s == "0" {
 		t.Errorf("the tool renamed its host: sethostname succeeded without a capability")
-	}
-
-	// moat doctor names the mode and what it drops; the default policy
-	// runs degraded, strict is refused.
-	out, errs, code = c.run(t, "/moat/moat doctor")
-	for _, want := range []string{"userns    ok", "mode      degraded  no-proc: drops /proc, sysctls, hostname", "refused: strict", "sandboxes run in mode no-proc"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("moat doctor in the container does not say %q:\n%s%s", want, out, errs)
-		}
-	}
-
-	out, errs, code = c.run(t, "/moat/moat run --policy strict -- /bin/true")
-	if code != exitSandbox || !strings.Contains(errs, `policy "strict" requires mode full`) || !strings.Contains(errs, "no-proc") {
-		t.Errorf("strict in the no-proc mode: exit %d, %q; want 125 naming the required mode and the one this host allows", code, errs)
 	}
 }
 
@@ -161,19 +171,21 @@ func newContainer(t *testing.T) *podmanBox {
 	return c
 }
 
-// run runs script with sh in a fresh default container: runc, podman's
+// run runs script with sh in a fresh default container (flags: podman
+// run's own, such as --user): runc, podman's
 // default seccomp profile and masked /proc, no network, and the rlimits
 // this host allows (podman's default nofile is above the development
 // host's hard limit; cmd/moat-runtime's engine tests say why).
-func (c *podmanBox) run(t *testing.T, script string) (string, string, int) {
+func (c *podmanBox) run(t *testing.T, flags []string, script string) (string, string, int) {
 	t.Helper()
 	var nofile, nproc syscall.Rlimit
 	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile)
 	syscall.Getrlimit(6 /* RLIMIT_NPROC */, &nproc)
 	np := min(nproc.Max, 32768)
-	cmd := exec.Command(c.podman, "run", "--rm", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "--network", "none",
+	args := append([]string{"run", "--rm", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "--network", "none",
 		"--ulimit", fmt.Sprintf("nofile=%d:%d", nofile.Max, nofile.Max), "--ulimit", fmt.Sprintf("nproc=%d:%d", np, np),
-		"-v", c.bin+":/moat:ro", c.image, "/bin/sh", "-c", script)
+		"-v", c.bin + ":/moat:ro"}, flags...)
+	cmd := exec.Command(c.podman, append(args, c.image, "/bin/sh", "-c", script)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -207,9 +219,11 @@ func busyboxImage(t *testing.T, bb string) []byte {
 			t.Fatal(err)
 		}
 	}
-	for _, d := range []string{"bin", "etc", "proc", "dev", "sys", "tmp", "run", "work", "moat"} {
+	for _, d := range []string{"bin", "etc", "proc", "dev", "sys", "run", "work", "moat"} {
 		add(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755}, nil)
 	}
+	// Where moat makes its workdirs, as any user.
+	add(&tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777}, nil)
 	add(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin))}, bin)
 	for _, c := range containerCommands {
 		add(&tar.Header{Name: "bin/" + c, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}, nil)
