@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,6 +46,34 @@ func TestInPodmanContainer(t *testing.T) {
 	if code != exitSandbox || !strings.Contains(errs, `policy "strict" requires mode full`) || !strings.Contains(errs, "no-proc") {
 		t.Errorf("strict in the no-proc mode: exit %d, %q %q; want 125 naming the required mode and the one this host allows", code, out, errs)
 	}
+}
+
+// The same with podman run by an ordinary user (rootless podman: the
+// container is in a user namespace of that user's, moat's sandbox in one
+// inside it).
+func TestInRootlessPodmanContainer(t *testing.T) {
+	testenv.RequireRoot(t) // to create the user and run as it
+	if _, err := exec.LookPath("newuidmap"); err != nil {
+		testenv.Skipf(t, "rootless podman needs newuidmap (Debian: apt-get install uidmap)")
+	}
+	const user = "moat-oci" // cmd/moat-runtime's rootless podman user too
+	if out, err := exec.Command("id", "-u", user).Output(); err != nil || len(out) == 0 {
+		if out, err := exec.Command("useradd", "-m", "-s", "/bin/sh", user).CombinedOutput(); err != nil {
+			t.Fatalf("useradd %s: %v: %s", user, err, out)
+		}
+	}
+	uidOut, _ := exec.Command("id", "-u", user).Output()
+	gidOut, _ := exec.Command("id", "-g", user).Output()
+	uid, _ := strconv.Atoi(strings.TrimSpace(string(uidOut)))
+	gid, _ := strconv.Atoi(strings.TrimSpace(string(gidOut)))
+	runDir := fmt.Sprintf("/run/user/%d", uid)
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(runDir, uid, gid)
+	c := newContainerAs(t, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
+		[]string{"HOME=/home/" + user, "USER=" + user, "XDG_RUNTIME_DIR=" + runDir, "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"})
+	podmanNoProc(t, c, nil)
 }
 
 // podmanNoProc: moat run works in the container as the user flags name,
@@ -124,9 +153,13 @@ echo "uts $($M sh -c 'hostname sandbox-renamed 2>/dev/null; echo $?')"`
 // Debian's static busybox, the release moat bound read-only at /moat.
 type podmanBox struct {
 	podman, image, bin string
+	cred               *syscall.Credential // podman's user, nil for root
+	env                []string            // podman's environment when rootless
 }
 
-func newContainer(t *testing.T) *podmanBox {
+func newContainer(t *testing.T) *podmanBox { return newContainerAs(t, nil, nil) }
+
+func newContainerAs(t *testing.T, cred *syscall.Credential, env []string) *podmanBox {
 	t.Helper()
 	podman, err := exec.LookPath("podman")
 	if err != nil {
@@ -156,19 +189,29 @@ func newContainer(t *testing.T) *podmanBox {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
-	c := &podmanBox{podman: podman, image: fmt.Sprintf("localhost/moat-container-test:%d", os.Getpid()), bin: filepath.Join(dir, "bin")}
+	c := &podmanBox{podman: podman, image: fmt.Sprintf("localhost/moat-container-test:%d", os.Getpid()), bin: filepath.Join(dir, "bin"), cred: cred, env: env}
 	if b, err := exec.Command("bash", script, c.bin).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", script, err, b)
 	}
 	img := filepath.Join(dir, "image.tar")
-	if err := os.WriteFile(img, busyboxImage(t, bb), 0o644); err != nil {
+	if err := os.WriteFile(img, busyboxImage(t, bb), 0o644); err != nil { // podman's user reads it
 		t.Fatal(err)
 	}
-	if b, err := exec.Command(podman, "import", img, c.image).CombinedOutput(); err != nil {
+	if b, err := c.command("import", img, c.image).CombinedOutput(); err != nil {
 		t.Fatalf("podman import: %v\n%s", err, b)
 	}
-	t.Cleanup(func() { exec.Command(podman, "rmi", "-f", c.image).Run() })
+	t.Cleanup(func() { c.command("rmi", "-f", c.image).Run() })
 	return c
+}
+
+// command is podman with args as the box's user.
+func (c *podmanBox) command(args ...string) *exec.Cmd {
+	cmd := exec.Command(c.podman, args...)
+	if c.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+		cmd.Env = c.env
+	}
+	return cmd
 }
 
 // run runs script with sh in a fresh default container (flags: podman
@@ -185,7 +228,7 @@ func (c *podmanBox) run(t *testing.T, flags []string, script string) (string, st
 	args := append([]string{"run", "--rm", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "--network", "none",
 		"--ulimit", fmt.Sprintf("nofile=%d:%d", nofile.Max, nofile.Max), "--ulimit", fmt.Sprintf("nproc=%d:%d", np, np),
 		"-v", c.bin + ":/moat:ro"}, flags...)
-	cmd := exec.Command(c.podman, append(args, c.image, "/bin/sh", "-c", script)...)
+	cmd := c.command(append(args, c.image, "/bin/sh", "-c", script)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
