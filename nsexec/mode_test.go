@@ -4,10 +4,13 @@ package nsexec
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // mountinfo lines as this host's and a default podman container's
@@ -104,4 +107,45 @@ func TestInheritHostname(t *testing.T) {
 	if r := mustRun(t, cfg); strings.TrimSpace(r.stdout) != DefaultHostname {
 		t.Fatalf("hostname without it: %q, want %q", r.stdout, DefaultHostname)
 	}
+}
+
+func init() {
+	probes["no-procfs-fd"] = func() error {
+		// Every descriptor the tool holds, and its cwd and root: none may
+		// be the launcher's procfs, which the init of a NoProc sandbox
+		// held open for its privilege drop (noproc_linux.go).
+		var found []string
+		check := func(name string, fd int) {
+			var st unix.Statfs_t
+			if unix.Fstatfs(fd, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC {
+				found = append(found, name)
+			}
+		}
+		for fd := 0; fd < 1024; fd++ {
+			check(strconv.Itoa(fd), fd)
+		}
+		for _, p := range []string{".", "/", "/proc", "/dev/fd/"} {
+			if fd, err := unix.Open(p, unix.O_PATH, 0); err == nil {
+				check(p, fd)
+				unix.Close(fd)
+			}
+		}
+		if len(found) > 0 {
+			return fmt.Errorf("a procfs is reachable from the tool: %v", found)
+		}
+		fmt.Println("none")
+		return nil
+	}
+}
+
+// The launcher's procfs that a NoProc init lists its threads from never
+// reaches the tool: no descriptor of it, and no path.
+func TestNoProcLeavesNoProcfs(t *testing.T) {
+	asRootAndNobody(t, func(t *testing.T) {
+		cfg := probeConfig(t, "no-procfs-fd")
+		cfg.NoProc = true
+		if r := mustRun(t, cfg); strings.TrimSpace(r.stdout) != "none" {
+			t.Fatalf("probe: %q %q", r.stdout, r.stderr)
+		}
+	})
 }
