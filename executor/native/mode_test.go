@@ -3,6 +3,8 @@ package native_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -90,5 +92,60 @@ func TestNoProcModePool(t *testing.T) {
 		if err != nil || st.Code != 0 {
 			t.Fatalf("dispatch %d in no-proc mode from the pool: exit %+v, %v", i, st, err)
 		}
+	}
+}
+
+// TestConformanceHostMode runs the kit with the claim of the mode this
+// host reaches: full here; no-proc inside a default container
+// (TestConformanceInPodman runs it there).
+func TestConformanceHostMode(t *testing.T) {
+	mode, why := nsexec.HostMode()
+	claim := conformance.ModeIsolation(string(mode))
+	if refused, _ := nsexec.HostnameRefused(); refused {
+		claim.PIDs = false // its hostname is the launcher's (nsexec.HostnameDrop)
+	}
+	t.Logf("mode %s (%s), claim %+v", mode, why, claim)
+	conformance.Run(t, newProvider, conformance.WithIsolation(claim))
+}
+
+// The kit in a default podman container, as its root and as an ordinary
+// user in it: this test binary, with the host's /usr bound in for its
+// libraries, runs TestConformanceHostMode there, which reaches the
+// no-proc mode and its claim. Not under rootless podman yet: moat, uid 0
+// of the container's user namespace but not host root, maps the tool to
+// its own uid (nsexec.IsHostRoot is false, so the rootless mapping), and
+// i8 fails there: what the tool writes is owned by the container's root.
+func TestConformanceInPodman(t *testing.T) {
+	testenv.RequireRoot(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		flags []string
+	}{{"root", nil}, {"user", []string{"--user", "65534:65534"}}} {
+		t.Run(c.name, func(t *testing.T) {
+			p := testenv.NewPodman(t, nil, nil)
+			dir := p.TempDir(t)
+			bin := filepath.Join(dir, "native.test")
+			b, err := os.ReadFile(self)
+			if err == nil {
+				err = os.WriteFile(bin, b, 0o755)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Dirs = append(p.Dirs, "/usr", dir)
+			out, errs, code := p.Run(t, c.flags, bin, "-test.run", "^TestConformanceHostMode$", "-test.count=1", "-test.v")
+			if code != 0 || !strings.Contains(out, "mode no-proc") || !strings.Contains(out, "--- PASS: TestConformanceHostMode") {
+				t.Fatalf("the kit in the container: exit %d\n%s\n%s", code, out, errs)
+			}
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "--- ") {
+					t.Log(strings.TrimSpace(l))
+				}
+			}
+		})
 	}
 }
