@@ -91,7 +91,7 @@ func Run(t *testing.T, newProvider Factory, opts ...Option) {
 	}
 	for _, c := range append(slices.Clone(checks), departureChecks...) {
 		t.Run(c.id+"_"+c.name, func(t *testing.T) {
-			c.run(&kit{t: t, id: c.id, runner: runner, factory: newProvider})
+			c.run(&kit{t: t, id: c.id, runner: runner, factory: newProvider, isolation: rc.isolation})
 		})
 	}
 	for _, c := range isolationChecks {
@@ -99,7 +99,7 @@ func Run(t *testing.T, newProvider Factory, opts ...Option) {
 			if !c.claim(rc.isolation) {
 				t.Skipf("the provider does not claim this isolation")
 			}
-			c.run(&kit{t: t, id: c.id, runner: runner, factory: newProvider})
+			c.run(&kit{t: t, id: c.id, runner: runner, factory: newProvider, isolation: rc.isolation})
 		})
 	}
 }
@@ -130,6 +130,8 @@ type kit struct {
 	id      string
 	runner  string
 	factory Factory
+	// isolation is what the provider claims (WithIsolation).
+	isolation Isolation
 }
 
 // provider builds the provider under test with the runner as its command.

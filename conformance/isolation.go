@@ -37,6 +37,28 @@ type Isolation struct {
 	// Seccomp: the policy's filter is the default allowlist (or stricter),
 	// so the hostile syscall battery must fail the right way.
 	Seccomp bool
+	// NoProcfs: the tool has no procfs (mode no-proc), and the checks
+	// assert that: the probes observe by system call what they would
+	// read in /proc.
+	NoProcfs bool
+}
+
+// ModeIsolation is the claim of each rung of the native provider's ladder
+// (nsexec.Modes), exactly the checks it passes: full mode claims every
+// one; no-proc keeps every namespace but cannot show the pid check what
+// it needs (other processes are seen, and kill(-1) is only tried, through
+// /proc), so it claims every check but that one. An unknown mode claims
+// nothing.
+func ModeIsolation(mode string) Isolation {
+	all := Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true, SetID: true, Seccomp: true}
+	switch mode {
+	case "full":
+		return all
+	case "no-proc":
+		all.PIDs, all.NoProcfs = false, true
+		return all
+	}
+	return Isolation{}
 }
 
 // Option configures Run.
@@ -113,8 +135,12 @@ func checkRootReadOnly(k *kit) {
 func checkWork(k *kit) {
 	var got struct{ Cwd, ProcCwd, Write, ReadBack string }
 	k.probe(Config{}, "probe-work", nil, &got)
-	if got.Cwd != "/work" || got.ProcCwd != "/work" {
-		k.fatalf("the tool's cwd is %q (/proc/self/cwd %q), want /work inside the root", got.Cwd, got.ProcCwd)
+	procCwd := "/work"
+	if k.isolation.NoProcfs {
+		procCwd = "" // and so no procfs at all
+	}
+	if got.Cwd != "/work" || got.ProcCwd != procCwd {
+		k.fatalf("the tool's cwd is %q (/proc/self/cwd %q), want /work inside the root (and /proc/self/cwd %q)", got.Cwd, got.ProcCwd, procCwd)
 	}
 	if got.Write != "ok" || got.ReadBack != "hi" {
 		k.fatalf("/work is not writable: %s (read back %q)", got.Write, got.ReadBack)

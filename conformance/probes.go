@@ -62,11 +62,21 @@ func init() {
 		_ = json.Unmarshal(args["abstract"], &abstract)
 		// /proc/net/dev lists the namespace's interfaces without a netlink
 		// socket, which a strict filter may refuse.
-		dev, _ := os.ReadFile("/proc/net/dev")
 		var names []string
-		for _, line := range strings.Split(string(dev), "\n")[2:] {
-			if name, _, ok := strings.Cut(line, ":"); ok {
-				names = append(names, strings.TrimSpace(name))
+		if dev, err := os.ReadFile("/proc/net/dev"); err == nil {
+			for _, line := range strings.Split(string(dev), "\n")[2:] {
+				if name, _, ok := strings.Cut(line, ":"); ok {
+					names = append(names, strings.TrimSpace(name))
+				}
+			}
+		} else {
+			// No procfs (mode no-proc): ask netlink.
+			ifs, err := net.Interfaces()
+			if err != nil {
+				names = append(names, "netlink: "+errText(err))
+			}
+			for _, i := range ifs {
+				names = append(names, i.Name)
 			}
 		}
 		return map[string]any{
@@ -105,7 +115,11 @@ func init() {
 		return map[string]any{"self": os.Getpid(), "parent": os.Getppid(), "pids": pids, "killAll": errText(killErr), "hostname": host}
 	}
 	probes["probe-privs"] = func(map[string]json.RawMessage) any {
-		status, _ := os.ReadFile("/proc/self/status")
+		status, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			// No procfs (mode no-proc): the same fields by system call.
+			return privsBySyscall()
+		}
 		out := map[string]string{}
 		for _, line := range strings.Split(string(status), "\n") {
 			k, v, ok := strings.Cut(line, ":")
@@ -164,7 +178,7 @@ func init() {
 	probes["probe-fds"] = func(map[string]json.RawMessage) any {
 		dir, err := os.Open("/proc/self/fd")
 		if err != nil {
-			return map[string]any{"error": errText(err)}
+			return fdsBySyscall() // no procfs (mode no-proc)
 		}
 		defer dir.Close()
 		names, _ := dir.Readdirnames(-1)

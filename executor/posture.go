@@ -130,6 +130,13 @@ type NativeIsolation struct {
 	// sandbox's tool is in: every filesystem right beneath its own root,
 	// none elsewhere (a second wall behind the mount namespace).
 	Landlock int `json:"landlock,omitempty"`
+	// Mode is the rung of the ladder the sandboxes run on (DESIGN.md
+	// "Modes"): "full", or a degraded one ("no-proc": every namespace, no
+	// procfs) where the host lacks a layer. ModeReason says why it is not
+	// full and ModeDrops what full mode promises that it does not keep.
+	Mode       string   `json:"mode,omitempty"`
+	ModeReason string   `json:"modeReason,omitempty"`
+	ModeDrops  []string `json:"modeDrops,omitempty"`
 }
 
 // EgressPolicy is a sandbox's egress allowlist as the policy states it.

@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 15 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Umask; 14: ReadOnlyTopOnly; 15: Landlock
+const ConfigVersion = 16 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Umask; 14: ReadOnlyTopOnly; 15: Landlock; 16: NoProc, InheritHostname
 
 // Network modes.
 const (
@@ -140,6 +140,16 @@ type Config struct {
 	// mount tree still decides what is read-only. A kernel without
 	// Landlock fails the setup (StepLandlock); LandlockABI tells first.
 	Landlock bool `json:"landlock,omitempty"`
+	// NoProc gives the tool an empty read-only /proc instead of a procfs
+	// (ModeNoProc, what HostMode says where the kernel refuses a new one);
+	// every namespace stays. It has no Sysctl, which is written through
+	// the procfs, and joins no pid namespace.
+	NoProc bool `json:"noProc,omitempty"`
+	// InheritHostname leaves the sandbox's own uts namespace with the
+	// launcher's hostname instead of Hostname: where a seccomp filter
+	// around moat refuses sethostname (HostnameRefused), as a container
+	// engine's default profile does without CAP_SYS_ADMIN.
+	InheritHostname bool `json:"inheritHostname,omitempty"`
 	// Env is the complete environment of the tool.
 	Env []string `json:"env"`
 	// Workdir is a host directory bound read-write at /work, which is the

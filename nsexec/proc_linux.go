@@ -22,8 +22,12 @@ const attrProc = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATT
 // process born in that namespace is the only one that can, peers.md 2c.7;
 // given, when not -1, is the one the parent made of a joined pid
 // namespace, WithJoin), writes the namespaced sysctls through it while
-// /proc/sys is still writable, and masks it.
-func mountProc(root, given int, sysctls map[string]string) error {
+// /proc/sys is still writable, and masks it. With noProc (ModeNoProc) the
+// tool gets an empty read-only tmpfs at /proc instead.
+func mountProc(root, given int, sysctls map[string]string, noProc bool) error {
+	if noProc {
+		return mountNoProc(root, given)
+	}
 	proc := given
 	if proc < 0 {
 		var err error
@@ -78,6 +82,31 @@ func mountProc(root, given int, sysctls map[string]string) error {
 		if err := cover(n, func() (int, error) { return cloneTree(proc, n, unix.MOUNT_ATTR_RDONLY|attrProc) }); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// mountNoProc covers /proc with an empty read-only tmpfs: the kernel
+// refuses this sandbox a procfs (HostMode), and the root's own /proc (a
+// rootfs's directory, or the tmpfs root's) is no better left bare. A
+// joined pid namespace's init needs its procfs to end what it leaves
+// behind (reaper_linux.go), so it is refused there.
+func mountNoProc(root, given int) error {
+	if given >= 0 {
+		unix.Close(given)
+		return stepErr(StepProc, "/proc", "a sandbox that joins a pid namespace needs a procfs (the init ends what it leaves behind through it); this one is in mode "+string(ModeNoProc), unix.EINVAL)
+	}
+	tfd, err := openTarget(root, "/proc", strictTarget)
+	if err != nil {
+		return stepErr(StepMountTarget, "/proc", "", err)
+	}
+	defer unix.Close(tfd)
+	empty, err := newFS("tmpfs", unix.MOUNT_ATTR_RDONLY|attrProc, "mode=0555", "size=4k", "nr_inodes=2")
+	if err != nil {
+		return stepErr(StepProc, "/proc", "the empty /proc of mode "+string(ModeNoProc), err)
+	}
+	if err := attach(empty, tfd); err != nil {
+		return stepErr(StepProc, "/proc", "the empty /proc of mode "+string(ModeNoProc), err)
 	}
 	return nil
 }

@@ -41,6 +41,11 @@ type planned struct {
 // buildRoot assembles the new root, pivots into it and makes it read-only.
 func (c *child) buildRoot() error {
 	cfg := c.cfg
+	if cfg.NoProc {
+		if err := openOuterTasks(); err != nil {
+			return err
+		}
+	}
 	// Cloneflags CLONE_NEWNS copies the host's propagation; systemd makes /
 	// shared, and pivot_root(2) fails (EINVAL) when the parent of the new root
 	// is shared, so everything becomes private first (Go only does this for
@@ -155,7 +160,7 @@ func (c *child) buildRoot() error {
 			own = append(own, b.target)
 		}
 	}
-	if err := mountProc(root, c.procFD, cfg.Sysctl); err != nil {
+	if err := mountProc(root, c.procFD, cfg.Sysctl, cfg.NoProc); err != nil {
 		return err
 	}
 	err = mountDev(root, cfg.TmpSize, cfg.Mqueue, shm)

@@ -100,7 +100,7 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 		defer tail.Close()
 	}
 	frame, err := encodeFrame(&wire{Config: c, SetGroups: m.setgroups, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Tail: tail != nil, Sources: paths.ids,
-		Proc: j.has(unix.CLONE_NEWPID), KeepHostname: j.has(unix.CLONE_NEWUTS), Handover: o.handover, Check: deferred && o.check != nil})
+		Proc: j.has(unix.CLONE_NEWPID), KeepHostname: j.has(unix.CLONE_NEWUTS) || c.InheritHostname, Handover: o.handover, Check: deferred && o.check != nil})
 	if err != nil {
 		paths.giveBack(o.logger)
 		return nil, nil, err
@@ -250,6 +250,9 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 	}
 	if err := checkSysctls(c.Sysctl); err != nil {
 		return nil, err
+	}
+	if c.NoProc && len(c.Sysctl) > 0 {
+		return nil, &ConfigError{Field: "sysctl", Value: sortedKeys(c.Sysctl)[0], Reason: "is written through a procfs, which a NoProc sandbox (mode " + string(ModeNoProc) + ") has none of"}
 	}
 	c.Sysctl = maps.Clone(c.Sysctl)
 	if err := checkPaths(&c); err != nil {

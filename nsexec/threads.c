@@ -8,7 +8,10 @@
 // the same, and neither can be asked for capset or prctl.
 //
 // Threads are found in /proc/self/task (the sandbox's procfs, mounted by
-// then). The Go runtime may start a thread meanwhile, born with the
+// then), or, in a sandbox with no procfs (Config.NoProc), in the
+// directory moat_bc_taskdir names: the init's own task directory in the
+// procfs of the pid namespace it was born from, opened before the pivot
+// (noproc_linux.go). The Go runtime may start a thread meanwhile, born with the
 // privileges of whichever thread made it, so the scan repeats until one
 // finds no thread it has not signalled. A signal from anyone else that
 // lands on the handler meanwhile is raised again, to the Go runtime's own
@@ -16,6 +19,7 @@
 
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -174,9 +178,31 @@ static int moat_bc_known(pid_t tid) {
 	return 0;
 }
 
+// moat_bc_dir is the task directory's descriptor, -1 for /proc/self/task.
+static int moat_bc_dir = -1;
+
+void moat_bc_taskdir(int fd) { moat_bc_dir = fd; }
+
+static DIR *moat_bc_tasks(void) {
+	if (moat_bc_dir < 0)
+		return opendir("/proc/self/task");
+	// A descriptor of its own: its offset is not moat_bc_dir's.
+	int fd = openat(moat_bc_dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	DIR *d = fdopendir(fd);
+	if (d == NULL)
+		close(fd);
+	return d;
+}
+
 static int moat_bc_alive(pid_t tid) {
 	char p[64];
 	struct stat st;
+	if (moat_bc_dir >= 0) {
+		snprintf(p, sizeof p, "%d", (int)tid);
+		return fstatat(moat_bc_dir, p, &st, 0) == 0;
+	}
 	snprintf(p, sizeof p, "/proc/self/task/%d", (int)tid);
 	return stat(p, &st) == 0;
 }
@@ -257,7 +283,7 @@ int moat_broadcast(int sig, int timeout_ms, pid_t *bad_tid, int *bad_call) {
 	}
 	int err = 0;
 	for (;;) {
-		DIR *d = opendir("/proc/self/task");
+		DIR *d = moat_bc_tasks();
 		if (d == NULL) {
 			err = errno;
 			break;

@@ -12,6 +12,9 @@
 int moat_bc_set(int i, long nr, unsigned long a0, unsigned long a1, unsigned long a2, unsigned long a3, unsigned long a4);
 void moat_bc_target(int check, unsigned uid, unsigned gid, int ngroups, const unsigned *groups, int lastcap, int secbits,
 		    unsigned long long prm, unsigned long long inh, unsigned long long bnd, unsigned long long amb);
+// moat_bc_taskdir names the directory the threads are listed from: a
+// descriptor of a task directory, or -1 for /proc/self/task.
+void moat_bc_taskdir(int fd);
 int moat_broadcast(int sig, int timeout_ms, pid_t *bad_tid, int *bad_call);
 
 #endif

@@ -58,3 +58,7 @@ func onEveryThread(calls []threadCall, target *dropTarget) *threadErr {
 	}
 	return nil
 }
+
+// setTaskDir has the broadcast list the threads from the task directory
+// fd, or from /proc/self/task when fd is -1 (noproc_linux.go).
+func setTaskDir(fd int) { C.moat_bc_taskdir(C.int(fd)) }

@@ -215,8 +215,10 @@ func (c *child) dropEveryThread() error {
 			return err.setupErr()
 		}
 	}
-	if err := onEveryThread(calls, target); err != nil {
-		return err.setupErr()
+	terr := onEveryThread(calls, target)
+	closeOuterTasks() // the last use of the launcher's procfs (noproc_linux.go)
+	if terr != nil {
+		return terr.setupErr()
 	}
 	return nil
 }

@@ -65,6 +65,32 @@ type Policy struct {
 	// seccomp profile in the same document; over a base that has one it
 	// drops it (see Resolve).
 	Unfiltered bool `json:"unfiltered,omitempty"`
+	// Requires is what the host must give the sandbox: a run it cannot
+	// give is refused, not degraded.
+	Requires *Requires `json:"requires,omitempty"`
+}
+
+// Requires names what a policy does not run without.
+type Requires struct {
+	// Mode is the weakest rung of the ladder (DESIGN.md "Modes") the
+	// policy runs on, one of ModeNames: "full" refuses every degraded
+	// mode, "no-proc" accepts a sandbox without a procfs. Empty: any.
+	Mode string `json:"mode,omitempty"`
+}
+
+// ModeNames are the modes Requires.Mode may name, strongest first (the
+// native provider's ladder, nsexec.Modes).
+var ModeNames = []string{"full", "no-proc"}
+
+// ModeRank is mode's place in ModeNames, 0 for the strongest, -1 for a
+// name that is none of them.
+func ModeRank(mode string) int {
+	for i, m := range ModeNames {
+		if m == mode {
+			return i
+		}
+	}
+	return -1
 }
 
 // Identity is the user and group the tool runs as inside the sandbox. 0 is

@@ -24,7 +24,8 @@ const MaxExtendsDepth = 8
 //   - name is the extending policy's; description, rootfs, network, identity
 //     and version are the extending policy's when set, else the base's;
 //   - limits merge field by field (a set field wins); limits.required is the
-//     union, so a base's requirement cannot be dropped;
+//     union, so a base's requirement cannot be dropped; requires.mode is the
+//     stronger of the two (ModeNames), so neither can a base's mode;
 //   - mounts merge by destination (same destination: the extending one
 //     replaces it; others are appended); rlimits merge by type likewise;
 //   - env is the union of the names, in order;
@@ -176,6 +177,13 @@ func merge(base, child *Policy) *Policy {
 	setIf(&l.Pids, cl.Pids)
 	setIf(&l.CPUs, cl.CPUs)
 	l.Required = union(l.Required, cl.Required)
+	// A policy may ask more of its base's host, never less: the stronger
+	// of the two modes holds.
+	if c.Requires != nil && c.Requires.Mode != "" {
+		if out.Requires == nil || out.Requires.Mode == "" || ModeRank(c.Requires.Mode) < ModeRank(out.Requires.Mode) {
+			out.Requires = &Requires{Mode: c.Requires.Mode}
+		}
+	}
 	for _, m := range c.Mounts {
 		i := slices.IndexFunc(out.Mounts, func(b mount) bool { return b.Destination == m.Destination })
 		if i >= 0 {

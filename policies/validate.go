@@ -41,6 +41,9 @@ func (p *Policy) Validate() error {
 	v.mounts(p.Mounts)
 	v.limits(&p.Limits, p.Extends != "")
 	v.rlimits(p)
+	if p.Requires != nil && p.Requires.Mode != "" && ModeRank(p.Requires.Mode) < 0 {
+		v.add("requires.mode", p.Requires.Mode, "is not a mode; use one of %s", strings.Join(ModeNames, ", "))
+	}
 	for i, name := range p.Env {
 		if !isEnvName(name) {
 			v.add(fmt.Sprintf("env[%d]", i), name, "is not an environment variable name; use letters, digits and '_', not starting with a digit")

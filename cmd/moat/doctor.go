@@ -27,6 +27,7 @@ type doctorReport struct {
 	Kernel   string         `json:"kernel"`
 	User     identity       `json:"user"`
 	UserNS   userNSReport   `json:"userNamespaces"`
+	Mode     modeReport     `json:"mode"`
 	Seccomp  seccompReport  `json:"seccomp"`
 	Landlock landlockReport `json:"landlock"`
 	Cgroups  cgroupReport   `json:"cgroups"`
@@ -161,6 +162,10 @@ func diagnose() *doctorReport {
 	if r.Cgroups.Fix != "" {
 		r.Problems = append(r.Problems, problem{cgroupProblem + " (" + degradedLimits(r.Cgroups) + "): " + r.Cgroups.SourceDetail, r.Cgroups.Fix})
 	}
+	r.Mode = diagnoseMode()
+	if len(r.Mode.Drops) > 0 {
+		r.Problems = append(r.Problems, problem{"sandboxes run in mode " + r.Mode.Mode + ": " + r.Mode.Reason + "; it drops " + strings.Join(r.Mode.Drops, "; "), modeFix})
+	}
 	r.UserNS.Works, r.UserNS.Error = trySandbox()
 	if !r.UserNS.Works {
 		r.Problems = append(r.Problems, problem{"a sandbox cannot be started: " + r.UserNS.Error, userNSFix(r)})
@@ -271,6 +276,10 @@ func judgePolicy(name string, r *doctorReport) policyReport {
 	if name == "default" {
 		posture := p.Posture()
 		r.Posture, r.Fingerprint = &posture, executor.Fingerprint(posture)
+	}
+	if n := p.Posture().Isolation.Native; n != nil && len(n.ModeDrops) > 0 {
+		pr.Status = "degraded"
+		pr.Missing = append(pr.Missing, "mode "+n.Mode+": "+strings.Join(n.ModeDrops, "; "))
 	}
 	pr.Limits = p.Limits()
 	for _, l := range pr.Limits {

@@ -34,6 +34,16 @@ func printReport(w io.Writer, r *doctorReport) {
 		fmt.Fprintln(w, fit(fmt.Sprintf("%-9s %-9s %s", name, verdict, detail)))
 	}
 	layer("userns", r.UserNS.Works, "", "a sandbox starts here"+ifText(!r.UserNS.Works, " (see problems)"))
+	if len(r.Mode.Drops) == 0 {
+		layer("mode", true, "", "full: every namespace, and a procfs of the sandbox's own")
+	} else {
+		var dropped []string
+		for _, d := range r.Mode.Drops {
+			name, _, _ := strings.Cut(d, ":")
+			dropped = append(dropped, name)
+		}
+		layer("mode", false, "degraded", r.Mode.Mode+": drops "+strings.Join(dropped, ", ")+" (see problems)")
+	}
 	lib := "libseccomp " + orNone(r.Seccomp.Library)
 	if r.Seccomp.Embedded != "" {
 		lib = "no libseccomp; built-in filters embedded (" + r.Seccomp.Embedded + ")"

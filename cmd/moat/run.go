@@ -195,6 +195,11 @@ Flags:
 			fmt.Fprintf(stderr, "moat run: %v\n", err)
 		}
 	}()
+	// A degraded mode is said on stderr whatever the log format: never
+	// silently (mode.go).
+	if w := modeWarning("moat run", p.Posture()); w != "" {
+		fmt.Fprintln(stderr, w)
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)

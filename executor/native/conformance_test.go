@@ -7,6 +7,7 @@ import (
 	"github.com/moat-sandbox/moat/conformance/testenv"
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/executor/subprocess"
+	"github.com/moat-sandbox/moat/nsexec"
 )
 
 func TestMain(m *testing.M) { conformance.Main(m) }
@@ -15,7 +16,8 @@ func TestMain(m *testing.M) { conformance.Main(m) }
 // runner's directory bound read-only at the same path (policyProvider).
 var newProvider = policyProvider("default")
 
-var everything = conformance.WithIsolation(conformance.Isolation{Filesystem: true, Network: true, PIDs: true, Privileges: true, SetID: true, Seccomp: true})
+// everything is full mode's claim: every isolation check.
+var everything = conformance.WithIsolation(conformance.ModeIsolation(string(nsexec.ModeFull)))
 
 func TestConformance(t *testing.T) { conformance.Run(t, newProvider, everything) }
 

@@ -32,6 +32,7 @@ type launcher struct {
 	logger     *slog.Logger
 	pool       *pool
 	egress     *egressRoute
+	mode       modeChoice // the rung and what it drops (mode.go)
 }
 
 func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Process, error) {

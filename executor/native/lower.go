@@ -70,6 +70,10 @@ func lower(o *options) (*launcher, executor.Config, error) {
 	if err != nil {
 		return nil, cfg, fmt.Errorf("native: policy %q: limits.tmpfsSize: %w", pol.Name, err)
 	}
+	mode, err := chooseMode(o, pol)
+	if err != nil {
+		return nil, cfg, err
+	}
 	tmpl := nsexec.Config{
 		Mounts:  append(lowerMounts(pol.Mounts), o.binds...),
 		Network: pol.Network,
@@ -79,6 +83,9 @@ func lower(o *options) (*launcher, executor.Config, error) {
 		// in nsexec says what it grants), from ABI 2 (Linux 5.19): ABI 1
 		// refuses every rename or link into another directory.
 		Landlock: !o.noLandlock && nsexec.LandlockABI() >= 2,
+		// The rung below full where the kernel refuses a procfs (mode.go).
+		NoProc:          mode.mode == nsexec.ModeNoProc,
+		InheritHostname: mode.inheritHostname,
 	}
 	if pol.Rootfs != "" && pol.Rootfs != policies.RootfsHost {
 		tmpl.Rootfs = pol.Rootfs
@@ -119,7 +126,7 @@ func lower(o *options) (*launcher, executor.Config, error) {
 	// mkdtemp runner directory) is readable to the sandbox's own host id
 	// through an id-mapped mount of its owner (nsexec.WithOwnerMappedBinds).
 	nsopts := append([]nsexec.Option{nsexec.WithOwnerMappedBinds()}, o.nsexec...)
-	l := &launcher{tmpl: tmpl, nsexec: nsopts, onUsage: o.onUsage, logger: o.logger, egress: route}
+	l := &launcher{tmpl: tmpl, nsexec: nsopts, onUsage: o.onUsage, logger: o.logger, egress: route, mode: mode}
 	res, err := resources(pol)
 	if err != nil {
 		return nil, cfg, err

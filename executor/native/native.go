@@ -54,6 +54,7 @@ type options struct {
 	egress     *egress.Proxy
 	onEgress   func(*executor.Request, egress.Usage)
 	noLandlock bool
+	mode       nsexec.Mode
 }
 
 // WithSeccompStore keeps the policy's compiled seccomp program in dir

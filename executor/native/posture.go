@@ -25,6 +25,10 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *exe
 		Rootfs:       "tmpfs+ro-binds of the host system directories",
 	}
 	n.Egress = attestEgress(l.egress, pol)
+	n.Mode, n.ModeDrops = string(l.mode.mode), l.mode.drops
+	if len(l.mode.drops) > 0 {
+		n.ModeReason = l.mode.why
+	}
 	if l.tmpl.Landlock {
 		n.Landlock = nsexec.LandlockABI()
 	}

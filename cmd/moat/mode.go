@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/nsexec"
+)
+
+// modeWarning is the one line that says a sandbox runs in a degraded mode
+// (DESIGN.md "Modes"): which, why, and what full mode promises that it
+// does not keep; empty in full mode.
+func modeWarning(cmd string, p executor.Posture) string {
+	if p.Isolation == nil || p.Isolation.Native == nil {
+		return ""
+	}
+	n := p.Isolation.Native
+	if len(n.ModeDrops) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: warning: mode %s, not all of full: %s; it drops %s (a policy with \"requires\": {\"mode\": \"full\"} refuses it)",
+		cmd, n.Mode, n.ModeReason, strings.Join(n.ModeDrops, "; "))
+}
+
+// modeReport is the mode the host allows sandboxes, for moat doctor.
+type modeReport struct {
+	Mode   string   `json:"mode"`
+	Reason string   `json:"reason,omitempty"`
+	Drops  []string `json:"drops,omitempty"`
+}
+
+func diagnoseMode() modeReport {
+	if refused, why := nsexec.UserNSRefused(); refused {
+		return modeReport{Mode: string(nsexec.ModeNoUserNS), Reason: why + "; moat does not run that mode yet",
+			Drops: []string{"namespaces: no sandbox can be made"}}
+	}
+	m, why := nsexec.HostMode()
+	r := modeReport{Mode: string(m), Reason: why, Drops: m.Drops()}
+	if refused, hwhy := nsexec.HostnameRefused(); refused {
+		r.Drops = append(r.Drops, nsexec.HostnameDrop)
+		r.Reason = strings.TrimPrefix(r.Reason+"; "+hwhy, "; ")
+	}
+	return r
+}
+
+// modeFix is how to get full mode back.
+const modeFix = "run moat on the host, or in a container with an unmasked /proc (--security-opt systempaths=unconfined; " +
+	"a pod's procMount: Unmasked) and a seccomp profile that allows sethostname (or CAP_SYS_ADMIN). Policies that require mode full (strict) are refused meanwhile"

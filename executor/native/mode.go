@@ -1,0 +1,93 @@
+package native
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/moat-sandbox/moat/nsexec"
+	"github.com/moat-sandbox/moat/policies"
+)
+
+// WithMode runs the sandboxes in mode m, a rung no stronger than the one
+// the host allows (nsexec.HostMode): a weaker one is a choice, a stronger
+// one fails New. By default they run in the host's, the strongest there
+// is here.
+func WithMode(m nsexec.Mode) Option { return func(o *options) { o.mode = m } }
+
+// ModeError is New's refusal of a policy whose requires.mode is stronger
+// than the mode the sandboxes would run in: the run is refused, not
+// degraded.
+type ModeError struct {
+	Policy   string      // the policy's name
+	Required nsexec.Mode // its requires.mode ("" for WithMode's own ask)
+	Mode     nsexec.Mode // what this host allows (or WithMode chose)
+	Reason   string      // why the host allows no more
+	Drops    []string    // what the sandboxes would lack of full mode
+}
+
+func (e *ModeError) Error() string {
+	if e.Mode == nsexec.ModeNoUserNS {
+		return fmt.Sprintf("native: no sandbox can be made here: %s; it would need mode %s (no namespaces: Landlock, seccomp, no_new_privs and rlimits as the walls), "+
+			"which moat does not run yet; run moat outside the sandbox or container, or under a policy or profile that allows user namespaces", e.Reason, e.Mode)
+	}
+	fix := "run moat on the host, or in a container with an unmasked /proc (--security-opt systempaths=unconfined; " +
+		"a pod's procMount: Unmasked) and a seccomp profile that allows sethostname (or CAP_SYS_ADMIN)"
+	if e.Required == "" {
+		return fmt.Sprintf("native: mode %s was asked for, and this host allows %s: %s; %s", nsexec.ModeFull, e.Mode, e.Reason, fix)
+	}
+	return fmt.Sprintf("native: policy %q requires mode %s, and this host allows %s (%s), which drops %s; %s, or use a policy that does not require mode %s",
+		e.Policy, e.Required, e.Mode, e.Reason, strings.Join(e.Drops, "; "), fix, e.Required)
+}
+
+// modeChoice is the rung the provider's sandboxes run on, why it is not
+// full, and everything full mode promises that they do not keep: the
+// rung's drops, and the hostname where a filter around moat refuses it
+// (nsexec.HostnameRefused), whatever the rung.
+type modeChoice struct {
+	mode            nsexec.Mode
+	why             string
+	drops           []string
+	inheritHostname bool
+}
+
+// chooseMode is the mode the provider's sandboxes run in: the host's, or
+// the weaker one WithMode asks, checked against the policy's
+// requires.mode ("full" also refuses a hostname that is not the
+// sandbox's own).
+func chooseMode(o *options, pol *policies.Policy) (modeChoice, error) {
+	if refused, why := userNSRefused(); refused {
+		return modeChoice{}, &ModeError{Policy: pol.Name, Mode: nsexec.ModeNoUserNS, Reason: why}
+	}
+	mode, why := hostMode()
+	if o.mode != "" {
+		if o.mode.Rank() < 0 {
+			return modeChoice{}, fmt.Errorf("native: WithMode %q is not a mode; use one of %v", o.mode, nsexec.Modes)
+		}
+		if o.mode.Rank() < mode.Rank() {
+			return modeChoice{}, &ModeError{Policy: pol.Name, Mode: mode, Reason: why}
+		}
+		if o.mode != mode {
+			mode, why = o.mode, "chosen by the embedder (WithMode)"
+		}
+	}
+	c := modeChoice{mode: mode, why: why, drops: mode.Drops()}
+	if refused, hwhy := hostnameRefused(); refused {
+		c.inheritHostname, c.drops = true, append(c.drops, nsexec.HostnameDrop)
+		c.why = strings.TrimPrefix(c.why+"; "+hwhy, "; ")
+	}
+	if pol.Requires != nil && pol.Requires.Mode != "" {
+		need := policies.ModeRank(pol.Requires.Mode)
+		if mode.Rank() > need || (need == 0 && len(c.drops) > 0) {
+			return modeChoice{}, &ModeError{Policy: pol.Name, Required: nsexec.Mode(pol.Requires.Mode), Mode: mode, Reason: c.why, Drops: c.drops}
+		}
+	}
+	return c, nil
+}
+
+// hostMode and hostnameRefused are nsexec's, variables for the tests of a
+// host that has only a weaker mode.
+var (
+	hostMode        = nsexec.HostMode
+	hostnameRefused = nsexec.HostnameRefused
+	userNSRefused   = nsexec.UserNSRefused
+)

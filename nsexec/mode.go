@@ -1,0 +1,56 @@
+package nsexec
+
+// Mode is the rung of the ladder a sandbox runs on (DESIGN.md "Modes"):
+// full where the host allows every layer, a named weaker rung where one
+// is missing. HostMode decides it once per process; Config.NoProc is how
+// the no-proc rung reaches the child.
+type Mode string
+
+const (
+	// ModeFull is every layer: user, mount, pid, network, ipc and uts
+	// namespaces and a procfs of the sandbox's own pid namespace.
+	ModeFull Mode = "full"
+	// ModeNoProc keeps every namespace but gives the tool no procfs: an
+	// empty read-only /proc. It is where the kernel refuses a new procfs,
+	// inside a container whose /proc has masked paths (fs/namespace.c
+	// mount_too_revealing).
+	ModeNoProc Mode = "no-proc"
+)
+
+// Modes lists the rungs, strongest first.
+var Modes = []Mode{ModeFull, ModeNoProc}
+
+// Rank is m's place on the ladder, 0 for the strongest, -1 for a name that
+// is none of Modes.
+func (m Mode) Rank() int {
+	for i, x := range Modes {
+		if x == m {
+			return i
+		}
+	}
+	return -1
+}
+
+// Drops names what full mode promises that m does not keep, or breaks for
+// the tool; none for full.
+func (m Mode) Drops() []string {
+	switch m {
+	case ModeNoProc:
+		return []string{
+			"/proc: the tool's /proc is empty (ps, /proc/self, /dev/fd and /dev/stdin, /dev/stdout, /dev/stderr do not resolve)",
+			"sysctls: no namespaced sysctl can be set (they are written through /proc/sys)",
+		}
+	}
+	return nil
+}
+
+// HostnameDrop is what Config.InheritHostname drops of full mode, in any
+// rung (HostnameRefused).
+const HostnameDrop = "hostname: the sandbox's own uts namespace keeps the launcher's hostname (a seccomp filter around moat refuses sethostname)"
+
+// ModeNoUserNS is the rung below no-proc: no user namespace can be made
+// here (UserNSRefused), so the walls would have to come from Landlock,
+// seccomp, no_new_privs, rlimits and cgroups alone. moat does not run it
+// yet: it is named so that a refusal can say what the host would need,
+// and it is none of Modes.
+const ModeNoUserNS Mode = "no-userns"

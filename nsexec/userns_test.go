@@ -1,0 +1,70 @@
+//go:build linux
+
+package nsexec
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/moat-sandbox/moat/conformance/testenv"
+	"github.com/moat-sandbox/moat/seccomp"
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	probes["filter-refuses"] = func() error { fmt.Println(filterProbes()); return nil }
+	helpers["filter-unshare"] = func() error { return underFilter(unix.SYS_UNSHARE) }
+	helpers["filter-sethostname"] = func() error { return underFilter(unix.SYS_SETHOSTNAME) }
+}
+
+func filterProbes() string {
+	u, _ := UserNSRefused()
+	h, _ := HostnameRefused()
+	return fmt.Sprintf("userns %v hostname %v", u, h)
+}
+
+// underFilter loads a filter answering EPERM to syscall nr, as a
+// container engine's profile does, and prints what the probes say.
+func underFilter(nr uint32) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	err := seccomp.Load(seccomp.Program{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: nr, Jt: 0, Jf: 1},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println(filterProbes())
+	return nil
+}
+
+// The probes of a filter around moat see what it refuses: as root (who
+// has CAP_SYS_ADMIN, so the kernel's own answer to the probe's
+// sethostname is EINVAL), exactly that; with no filter (this host),
+// nothing; inside a sandbox, new namespaces under moat's own kind of
+// filter, and the hostname too, since its tool lacks the capability that
+// would tell the filter's EPERM from the kernel's (counted as refused).
+func TestFilterProbes(t *testing.T) {
+	if got := filterProbes(); got != "userns false hostname false" {
+		t.Fatalf("on the test host, which has no filter: %s", got)
+	}
+	cfg := probeConfig(t, "filter-refuses")
+	cfg.Seccomp = denySyscall(t, unix.SYS_UNSHARE)
+	if r := mustRun(t, cfg); strings.TrimSpace(r.stdout) != "userns true hostname true" {
+		t.Errorf("in a sandbox whose filter refuses unshare: %q", r.stdout)
+	}
+	testenv.RequireRoot(t)
+	for helper, want := range map[string]string{
+		"filter-unshare":     "userns true hostname false",
+		"filter-sethostname": "userns false hostname true",
+	} {
+		if got := strings.TrimSpace(runHelperProcess(t, helper)); got != want {
+			t.Errorf("as root under a filter refusing %s: %q, want %q", strings.TrimPrefix(helper, "filter-"), got, want)
+		}
+	}
+}
