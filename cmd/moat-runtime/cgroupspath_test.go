@@ -3,10 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -308,64 +306,8 @@ func podmanBytes(s string) float64 {
 // memory (runc here: about 0.7 MB). On main moat ignored the path and the
 // shim read another group (about 1 GB reported).
 func TestContainerdMetricsCgroupsPath(t *testing.T) {
-	testenv.RequireRoot(t)
-	ctrd, err1 := exec.LookPath("containerd")
-	ctr, err2 := exec.LookPath("ctr")
-	if err1 != nil || err2 != nil {
-		testenv.Skipf(t, "containerd and ctr are not installed (Debian: apt-get install containerd)")
-	}
-	dir, err := os.MkdirTemp("", "moat-containerd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "containerd.sock")
-	conf := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n[ttrpc]\n  address = %q\n",
-		filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc")
-	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logf, _ := os.Create(filepath.Join(dir, "containerd.log"))
-	d := exec.Command(ctrd, "--config", filepath.Join(dir, "config.toml"))
-	d.Stdout, d.Stderr = logf, logf
-	if err := d.Start(); err != nil {
-		t.Fatalf("start containerd: %v", err)
-	}
-	t.Cleanup(func() {
-		d.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { d.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			d.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		exec.Command("sh", "-c", "grep -o '"+dir+"[^ ]*' /proc/self/mounts | sort -r | xargs -r -n1 umount -l").Run()
-		os.RemoveAll(dir)
-	})
 	ns := fmt.Sprintf("moat-metrics-%d", os.Getpid())
-	c := func(args ...string) (string, string, int) {
-		return cmdOut(t, exec.Command(ctr, append([]string{"--address", sock, "--namespace", ns}, args...)...))
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, _, code := c("version"); code == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
-			t.Fatalf("containerd did not answer in 20 s:\n%s", b)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	archive := filepath.Join(dir, "image.oci.tar")
-	if err := os.WriteFile(archive, ociArchive(t, "docker.io/moat/oci-test:busybox"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, errs, code := c("images", "import", archive); code != 0 {
-		t.Fatalf("ctr images import: exit %d: %s", code, errs)
-	}
+	c := newContainerd(t, ns, "docker.io/moat/oci-test:busybox").c
 	if _, errs, code := c("run", "-d", "--runc-binary", runtimeBin(t), "docker.io/moat/oci-test:busybox", "t-metrics", "sh", "-c", "while :; do sleep 1; done"); code != 0 {
 		t.Fatalf("ctr run -d: exit %d: %s", code, errs)
 	}

@@ -18,11 +18,18 @@ import (
 // ctrFunc runs ctr against a test's own containerd.
 type ctrFunc func(args ...string) (string, string, int)
 
-// startContainerd starts containerd with its own root, state and socket
-// in a temporary directory (as TestContainerd does), imports the test
-// image as image, and returns a ctr for it; all of it goes when the test
-// ends.
-func startContainerd(t *testing.T, image string) ctrFunc {
+// privateContainerd is a containerd of a test's own: its root, state and
+// socket in a temporary directory, and ctr bound to it in namespace ns.
+type privateContainerd struct {
+	dir, sock, ctr, ns string
+	c                  ctrFunc
+}
+
+// newContainerd starts containerd from Debian's packages with its own
+// root, state and socket in a temporary directory, waits until it
+// answers, and imports the test image under each of images; all of it
+// goes when the test ends.
+func newContainerd(t *testing.T, ns string, images ...string) *privateContainerd {
 	t.Helper()
 	testenv.RequireRoot(t)
 	ctrd, err1 := exec.LookPath("containerd")
@@ -57,14 +64,16 @@ func startContainerd(t *testing.T, image string) ctrFunc {
 			<-done
 		}
 		logf.Close()
+		// The snapshots are overlay mounts below root: unmount what is left.
 		exec.Command("sh", "-c", "grep -o '"+dir+"[^ ]*' /proc/self/mounts | sort -r | xargs -r -n1 umount -l").Run()
 		os.RemoveAll(dir)
 	})
-	c := func(args ...string) (string, string, int) {
-		return cmdOut(t, exec.Command(ctr, append([]string{"--address", sock, "--namespace", "moat-test"}, args...)...))
+	pc := &privateContainerd{dir: dir, sock: sock, ctr: ctr, ns: ns}
+	pc.c = func(args ...string) (string, string, int) {
+		return cmdOut(t, exec.Command(ctr, append([]string{"--address", sock, "--namespace", ns}, args...)...))
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if _, _, code := c("version"); code == 0 {
+		if _, _, code := pc.c("version"); code == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -72,14 +81,22 @@ func startContainerd(t *testing.T, image string) ctrFunc {
 			t.Fatalf("containerd did not answer in 20 s:\n%s", b)
 		}
 	}
-	archive := filepath.Join(dir, "image.oci.tar")
-	if err := os.WriteFile(archive, ociArchive(t, image), 0o600); err != nil {
-		t.Fatal(err)
+	for _, image := range images {
+		archive := filepath.Join(dir, "image.oci.tar")
+		if err := os.WriteFile(archive, ociArchive(t, image), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, errs, code := pc.c("images", "import", archive); code != 0 {
+			t.Fatalf("ctr images import: exit %d: %s", code, errs)
+		}
 	}
-	if _, errs, code := c("images", "import", archive); code != 0 {
-		t.Fatalf("ctr images import: exit %d: %s", code, errs)
-	}
-	return c
+	return pc
+}
+
+// startContainerd is newContainerd's ctr for image, in namespace moat-test.
+func startContainerd(t *testing.T, image string) ctrFunc {
+	t.Helper()
+	return newContainerd(t, "moat-test", image).c
 }
 
 // TestContainerdControl: through containerd's runc shim, ctr task pause

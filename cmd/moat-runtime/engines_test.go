@@ -418,64 +418,8 @@ func rootlessPodman(t *testing.T) *podman {
 // root, state and socket in a temporary directory, runs the imported
 // offline image with moat-runtime as its runc binary.
 func TestContainerd(t *testing.T) {
-	testenv.RequireRoot(t)
-	ctrd, err1 := exec.LookPath("containerd")
-	ctr, err2 := exec.LookPath("ctr")
-	if err1 != nil || err2 != nil {
-		testenv.Skipf(t, "containerd and ctr are not installed (Debian: apt-get install containerd)")
-	}
-	dir, err := os.MkdirTemp("", "moat-containerd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "containerd.sock")
-	conf := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n[ttrpc]\n  address = %q\n",
-		filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc")
-	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logf, _ := os.Create(filepath.Join(dir, "containerd.log"))
-	d := exec.Command(ctrd, "--config", filepath.Join(dir, "config.toml"))
-	d.Stdout, d.Stderr = logf, logf
-	if err := d.Start(); err != nil {
-		t.Fatalf("start containerd: %v", err)
-	}
-	t.Cleanup(func() {
-		d.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { d.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			d.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		// The snapshots are overlay mounts below root: unmount what is left.
-		exec.Command("sh", "-c", "grep -o '"+dir+"[^ ]*' /proc/self/mounts | sort -r | xargs -r -n1 umount -l").Run()
-		os.RemoveAll(dir)
-	})
-	c := func(args ...string) (string, string, int) {
-		return cmdOut(t, exec.Command(ctr, append([]string{"--address", sock, "--namespace", "moat-test"}, args...)...))
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, _, code := c("version"); code == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
-			t.Fatalf("containerd did not answer in 20 s:\n%s", b)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	archive := filepath.Join(dir, "image.oci.tar")
-	if err := os.WriteFile(archive, ociArchive(t, "docker.io/moat/oci-test:busybox"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, errs, code := c("images", "import", archive); code != 0 {
-		t.Fatalf("ctr images import: exit %d: %s", code, errs)
-	}
+	pc := newContainerd(t, "moat-test", "docker.io/moat/oci-test:busybox")
+	c, ctr, sock := pc.c, pc.ctr, pc.sock
 	rt := runtimeBin(t)
 	for script, want := range map[string]int{"exit 5": 5, "id -u; touch /x 2>&1": 1, "kill -9 $$": 137} {
 		out, errs, code := c("run", "--rm", "--runc-binary", rt, "docker.io/moat/oci-test:busybox", "t-"+strconv.Itoa(want), "/bin/sh", "-c", script)
