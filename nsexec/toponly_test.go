@@ -8,11 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 
+	"github.com/moat-sandbox/moat/conformance/testenv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -20,10 +19,6 @@ import (
 func init() {
 	probes["toponly"] = probeTopOnly
 }
-
-// privateVar marks the copy of the test binary that TestTopOnlyReadOnly
-// runs in a mount namespace of its own.
-const privateVar = "MOAT_TEST_PRIVATE_MOUNTS"
 
 // TestTopOnlyReadOnly: with ReadOnlyTopOnly (moat-runtime's, runc's "ro"),
 // a bind's "ro" is of its top mount alone, its submount (a tmpfs below the
@@ -36,27 +31,10 @@ const privateVar = "MOAT_TEST_PRIVATE_MOUNTS"
 // namespace. The same holds for a tool without capabilities.
 func TestTopOnlyReadOnly(t *testing.T) {
 	rootOnly(t)
-	if os.Getenv(privateVar) == "" {
-		// The submount is made in a mount namespace of a copy of this
-		// binary, never on the host's.
-		self, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(self, "-test.run=^TestTopOnlyReadOnly$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), privateVar+"=1")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
-		out, err := cmd.CombinedOutput()
-		t.Logf("in a private mount namespace:\n%s", out)
-		if err != nil {
-			t.Fatalf("the run in a private mount namespace failed: %v", err)
-		}
+	// The volumes below the sources are mounted in a copy of this
+	// binary in a mount namespace of its own, never on the host's.
+	if testenv.InPrivateMounts(t) {
 		return
-	}
-	// A new mount namespace keeps the host's peer groups: private first,
-	// so the tmpfs below propagates nowhere (mount_namespaces(7)).
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		t.Fatal(err)
 	}
 	base := t.TempDir()
 	os.Chmod(base, 0o755)

@@ -3,19 +3,13 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
-
-// privateMountsVar marks the copy of the test binary that
-// TestReadOnlyBindIsRuncs runs in a mount namespace of its own.
-const privateMountsVar = "MOAT_TEST_PRIVATE_MOUNTS"
 
 // TestReadOnlyBindIsRuncs: a bind's "ro" is runc's, read-only on its top
 // mount alone, so a volume mounted below the bound directory stays
@@ -24,27 +18,10 @@ const privateMountsVar = "MOAT_TEST_PRIVATE_MOUNTS"
 // mount is read-only either way.
 func TestReadOnlyBindIsRuncs(t *testing.T) {
 	testenv.RequireRoot(t)
-	if os.Getenv(privateMountsVar) == "" {
-		// The volumes below the sources are mounted in a copy of this
-		// binary in a mount namespace of its own, never on the host's.
-		self, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(self, "-test.run=^TestReadOnlyBindIsRuncs$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), privateMountsVar+"=1")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
-		out, err := cmd.CombinedOutput()
-		t.Logf("in a private mount namespace:\n%s", out)
-		if err != nil {
-			t.Fatalf("the run in a private mount namespace failed: %v", err)
-		}
+	// The volumes below the sources are mounted in a copy of this
+	// binary in a mount namespace of its own, never on the host's.
+	if testenv.InPrivateMounts(t) {
 		return
-	}
-	// A new mount namespace keeps the host's peer groups: private first,
-	// so the volumes propagate nowhere (mount_namespaces(7)).
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		t.Fatal(err)
 	}
 	base := t.TempDir()
 	os.Chmod(base, 0o755)
