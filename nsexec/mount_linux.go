@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/moat-sandbox/moat/nsexec/internal/resolve"
 	"golang.org/x/sys/unix"
 )
 
@@ -166,21 +167,21 @@ const (
 )
 
 // openTarget resolves path (absolute inside the sandbox) beneath rootfd.
-func openTarget(rootfd int, path string, resolve uint64) (int, error) {
+func openTarget(rootfd int, path string, scope uint64) (int, error) {
 	rel := strings.TrimLeft(path, "/")
 	if rel == "" {
 		rel = "."
 	}
-	return unix.Openat2(rootfd, rel, &unix.OpenHow{
+	return resolve.Openat2(rootfd, rel, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: resolve,
+		Resolve: scope,
 	})
 }
 
-// mountAt attaches tree at path beneath rootfd, resolving it with resolve.
+// mountAt attaches tree at path beneath rootfd, resolving it with scope.
 // The error names the failed step: the target, or the mount itself.
-func mountAt(rootfd int, path string, resolve uint64, tree int) error {
-	tfd, err := openTarget(rootfd, path, resolve)
+func mountAt(rootfd int, path string, scope uint64, tree int) error {
+	tfd, err := openTarget(rootfd, path, scope)
 	if err != nil {
 		unix.Close(tree)
 		return stepErr(StepMountTarget, path, "", err)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moat-sandbox/moat/nsexec/internal/resolve"
 	"golang.org/x/sys/unix"
 )
 
@@ -331,7 +332,7 @@ func ensureTarget(root int, path string, tree int) error {
 		if err := unix.Mkdirat(dir, p, 0o755); err != nil && err != unix.EEXIST {
 			return stepErr(StepMountTarget, path, "mkdir", err)
 		}
-		next, err := unix.Openat2(dir, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneathTarget})
+		next, err := resolve.Openat2(dir, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneathTarget})
 		if err != nil {
 			return stepErr(StepMountTarget, path, "", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/moat-sandbox/moat/nsexec/internal/resolve"
 	"golang.org/x/sys/unix"
 )
 
@@ -105,7 +106,7 @@ func writeSysctls(proc int, m map[string]string) error {
 // writeSysctl writes value to the sysctl file at rel below dir, resolved
 // beneath it with no symlink followed.
 func writeSysctl(dir int, rel, value string) error {
-	fd, err := unix.Openat2(dir, rel, &unix.OpenHow{Flags: unix.O_WRONLY | unix.O_CLOEXEC,
+	fd, err := resolve.Openat2(dir, rel, &unix.OpenHow{Flags: unix.O_WRONLY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/moat-sandbox/moat/nsexec/hostpath"
+	"github.com/moat-sandbox/moat/nsexec/internal/resolve"
 	"golang.org/x/sys/unix"
 )
 
@@ -77,7 +78,7 @@ func (e *TargetError) Error() string {
 func (e *TargetError) Unwrap() error { return e.Err }
 
 func createTarget(root int, t Target) error {
-	fd, err := unix.Openat2(root, t.Path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: inRoot})
+	fd, err := resolve.Openat2(root, t.Path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: inRoot})
 	if err == nil {
 		unix.Close(fd)
 		return nil
@@ -107,7 +108,7 @@ func createTarget(root int, t Target) error {
 		}
 		// Resolved again from the root, so a symlink among the components
 		// is followed as inside the container, never out of the root.
-		next, err := unix.Openat2(root, strings.Join(parts[:i+1], "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: inRoot})
+		next, err := resolve.Openat2(root, strings.Join(parts[:i+1], "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: inRoot})
 		if err != nil {
 			return err
 		}
