@@ -24,7 +24,8 @@ const (
 // podman container (TestInPodmanContainer). moat runs in the no-proc
 // mode, says so in one warning line, the probes that still apply hold,
 // and moat doctor's userns and mode lines agree that sandboxes run, in
-// no-proc; strict, which requires full mode, is refused with 125.
+// no-proc; strict, which requires full mode, is refused with 125. Under
+// containerd's default seccomp profile (--seccomp) moat refuses to run.
 func TestInContainerdContainer(t *testing.T) {
 	c, moat := newCtrContainer(t)
 	for _, user := range []struct{ name, image, id string }{{"root", ctrRootImage, "0"}, {"nobody", ctrNobodyImage, "65534"}} {
@@ -45,6 +46,20 @@ func TestInContainerdContainer(t *testing.T) {
 	out, errs, code := c.Run(t, ctrRootImage, nil, moat, "run", "--policy", "strict", "--", "/bin/true")
 	if code != exitSandbox || !strings.Contains(errs, `policy "strict" requires mode full`) || !strings.Contains(errs, "no-proc") {
 		t.Errorf("strict in the no-proc mode: exit %d, %q %q; want 125 naming the required mode and the one this host allows", code, out, errs)
+	}
+
+	// With containerd's default seccomp profile (ctr run --seccomp, the
+	// one a pod's RuntimeDefault gets), unshare needs CAP_SYS_ADMIN, which
+	// the container lacks: no sandbox can be made, and moat refuses with
+	// 125 naming the mode it would need, before it runs anything; doctor's
+	// userns and mode lines both say so.
+	out, errs, code = c.Run(t, ctrRootImage, []string{"--seccomp"}, moat, "run", "--", "/bin/true")
+	if code != exitSandbox || !strings.Contains(errs, "mode no-userns") || !strings.Contains(errs, "refuses new namespaces") {
+		t.Errorf("moat run under containerd's seccomp profile: exit %d, %q %q; want 125 naming mode no-userns and why", code, out, errs)
+	}
+	out, errs, _ = c.Run(t, ctrRootImage, []string{"--seccomp"}, moat, "doctor")
+	if !strings.Contains(out, "userns    FAILED") || !strings.Contains(out, "mode      FAILED    no-userns: no sandbox starts here") {
+		t.Errorf("moat doctor under containerd's seccomp profile: want userns and mode FAILED, mode no-userns:\n%s%s", out, errs)
 	}
 }
 
