@@ -26,7 +26,8 @@ import (
 // namespace with only lo), the offline busybox image of NewPodman as an
 // OCI archive, and Dirs bound read-only at the same path. Seccomp is
 // ctr's default too: none, unless a test passes --seccomp (containerd's
-// default profile).
+// default profile). cmd/moat-runtime's engine tests use the instance
+// alone, with moat-runtime as ctr's runc binary.
 type Containerd struct {
 	Dir  string   // the instance's directory: config, log, root, state
 	Sock string   // its gRPC socket
@@ -39,7 +40,7 @@ type Containerd struct {
 
 // NewContainerd starts containerd from Debian's packages as described on
 // Containerd, in namespace ns, and waits until it answers. It skips (see
-// Skipf) without root, containerd, ctr or runc.
+// Skipf) without root, containerd or ctr.
 func NewContainerd(t *testing.T, ns string) *Containerd {
 	t.Helper()
 	RequireRoot(t)
@@ -48,14 +49,10 @@ func NewContainerd(t *testing.T, ns string) *Containerd {
 	if err1 != nil || err2 != nil {
 		Skipf(t, "containerd and ctr are not installed (Debian: apt-get install containerd)")
 	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		Skipf(t, "runc is not installed (Debian: apt-get install runc)")
-	}
 	dir, err := os.MkdirTemp("", "moat-containerd-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(dir, 0o755) // Dirs below it are bound into containers of other users
 	sock := filepath.Join(dir, "containerd.sock")
 	conf := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n[ttrpc]\n  address = %q\n",
 		filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc")
@@ -122,26 +119,26 @@ func (c *Containerd) Command(t *testing.T, args ...string) (string, string, int)
 	return out.String(), errb.String(), code
 }
 
-// Import imports an OCI archive of one layer (a root as a tar) as image
-// name, whose config runs as user ("" for the image's root: ctr run has
-// no --user, so an image's USER is how a container runs as another).
-func (c *Containerd) Import(t *testing.T, name, user string, layer []byte) {
+// Import imports an OCI image archive (OCIArchive).
+func (c *Containerd) Import(t *testing.T, archive []byte) {
 	t.Helper()
-	archive := filepath.Join(c.Dir, "image.oci.tar")
-	if err := os.WriteFile(archive, OCIArchive(name, user, layer), 0o600); err != nil {
+	path := filepath.Join(c.Dir, "image.oci.tar")
+	if err := os.WriteFile(path, archive, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, errs, code := c.Command(t, "images", "import", archive); code != 0 {
-		t.Fatalf("ctr images import %s: exit %d: %s", name, code, errs)
+	if _, errs, code := c.Command(t, "images", "import", path); code != 0 {
+		t.Fatalf("ctr images import: exit %d: %s", code, errs)
 	}
 }
 
 // ImportBusybox imports NewPodman's offline image (Debian's static
-// busybox and links to it for commands) as image name, run as user. It
-// skips (see Skipf) without a static busybox.
+// busybox and links to it for commands) as image name, run as user ("" for
+// the image's root: ctr run has no --user, so an image's USER is how a
+// container runs as another). It skips (see Skipf) without a static
+// busybox.
 func (c *Containerd) ImportBusybox(t *testing.T, name, user string, commands ...string) {
 	t.Helper()
-	c.Import(t, name, user, busyboxImage(t, staticBusybox(t), commands))
+	c.Import(t, OCIArchive(name, busyboxImage(t, staticBusybox(t), commands), OCIConfig{User: user}))
 }
 
 // TempDir is a directory the containers' users can read (a test's
@@ -157,11 +154,14 @@ func (c *Containerd) TempDir(t *testing.T) string {
 	return dir
 }
 
-// Run runs argv in a fresh container of image (ctr run --rm; flags are
-// ctr run's own, such as --seccomp) and returns its stdout, stderr and
-// exit status.
+// Run runs argv in a fresh container of image (ctr run --rm, on runc;
+// flags are ctr run's own, such as --seccomp) and returns its stdout,
+// stderr and exit status. It skips (see Skipf) without runc.
 func (c *Containerd) Run(t *testing.T, image string, flags []string, argv ...string) (string, string, int) {
 	t.Helper()
+	if _, err := exec.LookPath("runc"); err != nil {
+		Skipf(t, "runc is not installed (Debian: apt-get install runc)")
+	}
 	args := []string{"run", "--rm"}
 	for _, d := range c.Dirs {
 		args = append(args, "--mount", "type=bind,src="+d+",dst="+d+",options=rbind:ro")
@@ -170,14 +170,23 @@ func (c *Containerd) Run(t *testing.T, image string, flags []string, argv ...str
 	return c.Command(t, append(append(append(args, flags...), image, id), argv...)...)
 }
 
+// OCIConfig is what an image's config says of how its containers run.
+type OCIConfig struct {
+	User string   // USER, "" for root
+	Env  []string // nil for a PATH of the usual directories
+}
+
 // OCIArchive is an OCI image archive, as ctr images import reads it, of
-// one uncompressed layer named name, whose config runs as user ("" for
-// root) with a plain PATH.
-func OCIArchive(name, user string, layer []byte) []byte {
+// one uncompressed layer (a root as a tar) named name, with /bin/sh as
+// its command.
+func OCIArchive(name string, layer []byte, oc OCIConfig) []byte {
 	digest := func(b []byte) string { s := sha256.Sum256(b); return "sha256:" + hex.EncodeToString(s[:]) }
-	cfg := map[string]any{"Env": []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, "Cmd": []string{"/bin/sh"}}
-	if user != "" {
-		cfg["User"] = user
+	if oc.Env == nil {
+		oc.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	}
+	cfg := map[string]any{"Env": oc.Env, "Cmd": []string{"/bin/sh"}}
+	if oc.User != "" {
+		cfg["User"] = oc.User
 	}
 	config, _ := json.Marshal(map[string]any{
 		"architecture": goruntime.GOARCH, "os": "linux", "config": cfg,
