@@ -2,13 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,8 +14,9 @@ import (
 // ctrFunc runs ctr against a test's own containerd.
 type ctrFunc func(args ...string) (string, string, int)
 
-// privateContainerd is a containerd of a test's own: its root, state and
-// socket in a temporary directory, and ctr bound to it in namespace ns.
+// privateContainerd is a containerd of a test's own (testenv.Containerd:
+// its root, state and socket in a temporary directory), and ctr bound to
+// it in namespace ns.
 type privateContainerd struct {
 	dir, sock, ctr, ns string
 	c                  ctrFunc
@@ -31,64 +28,11 @@ type privateContainerd struct {
 // goes when the test ends.
 func newContainerd(t *testing.T, ns string, images ...string) *privateContainerd {
 	t.Helper()
-	testenv.RequireRoot(t)
-	ctrd, err1 := exec.LookPath("containerd")
-	ctr, err2 := exec.LookPath("ctr")
-	if err1 != nil || err2 != nil {
-		testenv.Skipf(t, "containerd and ctr are not installed (Debian: apt-get install containerd)")
-	}
-	dir, err := os.MkdirTemp("", "moat-containerd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "containerd.sock")
-	conf := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n[ttrpc]\n  address = %q\n",
-		filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc")
-	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logf, _ := os.Create(filepath.Join(dir, "containerd.log"))
-	d := exec.Command(ctrd, "--config", filepath.Join(dir, "config.toml"))
-	d.Stdout, d.Stderr = logf, logf
-	if err := d.Start(); err != nil {
-		t.Fatalf("start containerd: %v", err)
-	}
-	t.Cleanup(func() {
-		d.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { d.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			d.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		// The snapshots are overlay mounts below root: unmount what is left.
-		exec.Command("sh", "-c", "grep -o '"+dir+"[^ ]*' /proc/self/mounts | sort -r | xargs -r -n1 umount -l").Run()
-		os.RemoveAll(dir)
-	})
-	pc := &privateContainerd{dir: dir, sock: sock, ctr: ctr, ns: ns}
-	pc.c = func(args ...string) (string, string, int) {
-		return cmdOut(t, exec.Command(ctr, append([]string{"--address", sock, "--namespace", ns}, args...)...))
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if _, _, code := pc.c("version"); code == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
-			t.Fatalf("containerd did not answer in 20 s:\n%s", b)
-		}
-	}
+	tc := testenv.NewContainerd(t, ns)
+	pc := &privateContainerd{dir: tc.Dir, sock: tc.Sock, ctr: tc.Ctr, ns: ns}
+	pc.c = func(args ...string) (string, string, int) { return tc.Command(t, args...) }
 	for _, image := range images {
-		archive := filepath.Join(dir, "image.oci.tar")
-		if err := os.WriteFile(archive, ociArchive(t, image), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, errs, code := pc.c("images", "import", archive); code != 0 {
-			t.Fatalf("ctr images import: exit %d: %s", code, errs)
-		}
+		tc.Import(t, ociArchive(t, image))
 	}
 	return pc
 }

@@ -3,15 +3,12 @@ package main
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -473,36 +470,7 @@ func TestContainerd(t *testing.T) {
 // uncompressed layer) named name, as ctr images import reads it.
 func ociArchive(t *testing.T, name string) []byte {
 	t.Helper()
-	layer := imageTar(t)
-	digest := func(b []byte) string { s := sha256.Sum256(b); return "sha256:" + hex.EncodeToString(s[:]) }
-	config, _ := json.Marshal(map[string]any{
-		"architecture": goruntime.GOARCH, "os": "linux",
-		"config": map[string]any{"Env": []string{"PATH=/bin"}, "Cmd": []string{"/bin/sh"}},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{digest(layer)}},
-	})
-	manifest, _ := json.Marshal(map[string]any{
-		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-		"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": digest(config), "size": len(config)},
-		"layers": []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": digest(layer), "size": len(layer)}},
-	})
-	index, _ := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"manifests": []any{map[string]any{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest(manifest), "size": len(manifest),
-			"annotations": map[string]string{"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "busybox"}}},
-	})
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	add := func(n string, b []byte) {
-		tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(b)), Typeflag: tar.TypeReg})
-		tw.Write(b)
-	}
-	add("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
-	add("index.json", index)
-	for _, b := range [][]byte{config, manifest, layer} {
-		add("blobs/sha256/"+strings.TrimPrefix(digest(b), "sha256:"), b)
-	}
-	tw.Close()
-	return buf.Bytes()
+	return testenv.OCIArchive(name, imageTar(t), testenv.OCIConfig{Env: []string{"PATH=/bin"}})
 }
 
 // TestPodmanHostile runs moat's hostile syscall battery inside a podman

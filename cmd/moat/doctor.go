@@ -162,13 +162,13 @@ func diagnose() *doctorReport {
 	if r.Cgroups.Fix != "" {
 		r.Problems = append(r.Problems, problem{cgroupProblem + " (" + degradedLimits(r.Cgroups) + "): " + r.Cgroups.SourceDetail, r.Cgroups.Fix})
 	}
-	r.Mode = diagnoseMode()
-	if len(r.Mode.Drops) > 0 {
-		r.Problems = append(r.Problems, problem{"sandboxes run in mode " + r.Mode.Mode + ": " + r.Mode.Reason + "; it drops " + strings.Join(r.Mode.Drops, "; "), modeFix})
-	}
 	r.UserNS.Works, r.UserNS.Error = trySandbox()
+	r.Mode = diagnoseMode(r.UserNS.Works, r.UserNS.Error)
 	if !r.UserNS.Works {
+		// One problem: the mode's reason is the sandbox's error.
 		r.Problems = append(r.Problems, problem{"a sandbox cannot be started: " + r.UserNS.Error, userNSFix(r)})
+	} else if len(r.Mode.Drops) > 0 {
+		r.Problems = append(r.Problems, problem{"sandboxes run in mode " + r.Mode.Mode + ": " + r.Mode.Reason + "; it drops " + strings.Join(r.Mode.Drops, "; "), modeFix})
 	}
 	for _, name := range policies.Builtins() {
 		r.Policies = append(r.Policies, judgePolicy(name, r))

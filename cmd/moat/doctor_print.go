@@ -34,9 +34,12 @@ func printReport(w io.Writer, r *doctorReport) {
 		fmt.Fprintln(w, fit(fmt.Sprintf("%-9s %-9s %s", name, verdict, detail)))
 	}
 	layer("userns", r.UserNS.Works, "", "a sandbox starts here"+ifText(!r.UserNS.Works, " (see problems)"))
-	if len(r.Mode.Drops) == 0 {
+	switch {
+	case !r.UserNS.Works:
+		layer("mode", false, "", r.Mode.Mode+": no sandbox starts here (see problems)")
+	case len(r.Mode.Drops) == 0:
 		layer("mode", true, "", "full: every namespace, and a procfs of the sandbox's own")
-	} else {
+	default:
 		var dropped []string
 		for _, d := range r.Mode.Drops {
 			name, _, _ := strings.Cut(d, ":")

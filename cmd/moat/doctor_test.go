@@ -20,7 +20,7 @@ func TestDoctorFitsOnAScreen(t *testing.T) {
 			t.Errorf("a line of %d columns: %q", len(l), l)
 		}
 	}
-	for _, layer := range []string{"userns ", "seccomp ", "landlock ", "cgroups ", "policies ", "egress "} {
+	for _, layer := range []string{"userns ", "mode ", "seccomp ", "landlock ", "cgroups ", "policies ", "egress "} {
 		n := 0
 		for _, l := range lines {
 			if strings.HasPrefix(l, layer) {

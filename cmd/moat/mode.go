@@ -30,10 +30,27 @@ type modeReport struct {
 	Drops  []string `json:"drops,omitempty"`
 }
 
-func diagnoseMode() modeReport {
+// modeNone is doctor's mode where no sandbox starts and the probes do
+// not say why (nsexec.UserNSRefused names no-userns when they do).
+const modeNone = "none"
+
+// noSandboxDrop is what a host where no sandbox starts drops.
+const noSandboxDrop = "namespaces: no sandbox can be made"
+
+// diagnoseMode is the mode sandboxes run in here. started and startErr
+// are doctor's real sandbox (trySandbox): the probes read a seccomp
+// filter and the mountinfo, and a host can refuse a sandbox for what
+// they do not see (user.max_user_namespaces=0, AppArmor's userns
+// restriction, a setup step that fails), so where none started the mode
+// says so too, rather than the rung the probes would allow: doctor's
+// userns and mode lines never disagree.
+func diagnoseMode(started bool, startErr string) modeReport {
 	if refused, why := nsexec.UserNSRefused(); refused {
 		return modeReport{Mode: string(nsexec.ModeNoUserNS), Reason: why + "; moat does not run that mode yet",
-			Drops: []string{"namespaces: no sandbox can be made"}}
+			Drops: []string{noSandboxDrop}}
+	}
+	if !started {
+		return modeReport{Mode: modeNone, Reason: "no sandbox starts here: " + startErr, Drops: []string{noSandboxDrop}}
 	}
 	m, why := nsexec.HostMode()
 	r := modeReport{Mode: string(m), Reason: why, Drops: m.Drops()}

@@ -10,7 +10,8 @@ import (
 // so the inner moat cannot make a sandbox. It says so before it tries,
 // naming the mode it would need (no-userns, not built yet), with 125;
 // before, it failed at the clone, blaming the host's sysctls or
-// AppArmor. moat doctor inside names that mode too.
+// AppArmor. moat doctor inside names that mode too, and its userns and
+// mode lines agree that no sandbox starts.
 func TestNestedMoatSaysTheModeItWouldNeed(t *testing.T) {
 	bin := moatBin(t)
 	dir := filepath.Dir(bin)
@@ -19,7 +20,7 @@ func TestNestedMoatSaysTheModeItWouldNeed(t *testing.T) {
 		t.Fatalf("moat run -- moat run -- /bin/true: exit %d, %q; want 125 naming the mode no-userns and why", r.code, r.stderr)
 	}
 	r = moat(t, "", "run", "--bind", dir+":"+dir, "--", bin, "doctor")
-	if !strings.Contains(r.stdout, "mode      degraded  no-userns") {
+	if !strings.Contains(r.stdout, "userns    FAILED") || !strings.Contains(r.stdout, "mode      FAILED    no-userns: no sandbox starts here") {
 		t.Fatalf("moat doctor inside moat does not name mode no-userns:\n%s%s", r.stdout, r.stderr)
 	}
 }

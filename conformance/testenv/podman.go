@@ -40,15 +40,7 @@ func NewPodman(t *testing.T, cred *syscall.Credential, env []string, commands ..
 	if _, err := exec.LookPath("runc"); err != nil {
 		Skipf(t, "runc is not installed (Debian: apt-get install runc)")
 	}
-	bb, err := exec.LookPath("busybox")
-	if err == nil {
-		if b, _ := exec.Command("file", "-L", bb).Output(); !bytes.Contains(b, []byte("statically linked")) {
-			err = fmt.Errorf("%s is not static", bb)
-		}
-	}
-	if err != nil {
-		Skipf(t, "the offline image needs Debian's busybox-static: %v", err)
-	}
+	bb := staticBusybox(t)
 	p := &Podman{Bin: bin, Image: fmt.Sprintf("localhost/moat-podman-test:%d-%d", os.Getpid(), len(t.Name())), Cred: cred, Env: env}
 	dir := p.TempDir(t)
 	img := filepath.Join(dir, "image.tar")
@@ -138,6 +130,22 @@ func (p *Podman) Run(t *testing.T, flags []string, argv ...string) (string, stri
 		t.Fatalf("podman run: %v", err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// staticBusybox is the path of Debian's static busybox, the offline
+// image's one binary; it skips (see Skipf) without it.
+func staticBusybox(t *testing.T) string {
+	t.Helper()
+	bb, err := exec.LookPath("busybox")
+	if err == nil {
+		if b, _ := exec.Command("file", "-L", bb).Output(); !bytes.Contains(b, []byte("statically linked")) {
+			err = fmt.Errorf("%s is not static", bb)
+		}
+	}
+	if err != nil {
+		Skipf(t, "the offline image needs Debian's busybox-static: %v", err)
+	}
+	return bb
 }
 
 // busyboxImage is the image's root as a tar.

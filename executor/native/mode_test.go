@@ -117,10 +117,6 @@ func TestConformanceHostMode(t *testing.T) {
 // i8 fails there: what the tool writes is owned by the container's root.
 func TestConformanceInPodman(t *testing.T) {
 	testenv.RequireRoot(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		name  string
 		flags []string
@@ -129,23 +125,60 @@ func TestConformanceInPodman(t *testing.T) {
 			p := testenv.NewPodman(t, nil, nil)
 			dir := p.TempDir(t)
 			bin := filepath.Join(dir, "native.test")
-			b, err := os.ReadFile(self)
-			if err == nil {
-				err = os.WriteFile(bin, b, 0o755)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			copySelf(t, bin)
 			p.Dirs = append(p.Dirs, "/usr", dir)
-			out, errs, code := p.Run(t, c.flags, bin, "-test.run", "^TestConformanceHostMode$", "-test.count=1", "-test.v")
-			if code != 0 || !strings.Contains(out, "mode no-proc") || !strings.Contains(out, "--- PASS: TestConformanceHostMode") {
-				t.Fatalf("the kit in the container: exit %d\n%s\n%s", code, out, errs)
-			}
-			for _, l := range strings.Split(out, "\n") {
-				if strings.Contains(l, "--- ") {
-					t.Log(strings.TrimSpace(l))
-				}
-			}
+			kitInContainer(t, func(argv ...string) (string, string, int) { return p.Run(t, c.flags, argv...) }, bin)
 		})
+	}
+}
+
+// The kit in a default containerd container (ctr run: containerd's runc
+// shim, ctr's default spec and masked /proc), as its root and as nobody
+// (the image's USER: ctr run has no --user), as TestConformanceInPodman
+// runs it in podman's: TestConformanceHostMode there reaches the no-proc
+// mode and passes its claim.
+func TestConformanceInContainerd(t *testing.T) {
+	c := testenv.NewContainerd(t, "moat-test")
+	bin := filepath.Join(c.TempDir(t), "native.test")
+	copySelf(t, bin)
+	c.Dirs = append(c.Dirs, "/usr", filepath.Dir(bin))
+	for _, u := range []struct{ name, user string }{{"root", ""}, {"nobody", "65534:65534"}} {
+		image := "docker.io/moat/native-kit:" + u.name
+		c.ImportBusybox(t, image, u.user)
+		t.Run(u.name, func(t *testing.T) {
+			kitInContainer(t, func(argv ...string) (string, string, int) { return c.Run(t, image, nil, argv...) }, bin)
+		})
+	}
+}
+
+// kitInContainer runs TestConformanceHostMode of bin, this test binary, in
+// a fresh container (run runs argv in one), and wants it to reach the
+// no-proc mode and pass; it logs each check's verdict.
+func kitInContainer(t *testing.T, run func(argv ...string) (string, string, int), bin string) {
+	t.Helper()
+	out, errs, code := run(bin, "-test.run", "^TestConformanceHostMode$", "-test.count=1", "-test.v")
+	if code != 0 || !strings.Contains(out, "mode no-proc") || !strings.Contains(out, "--- PASS: TestConformanceHostMode") {
+		t.Fatalf("the kit in the container: exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "--- ") {
+			t.Log(strings.TrimSpace(l))
+		}
+	}
+}
+
+// copySelf copies this test binary to path, executable by every user.
+func copySelf(t *testing.T, path string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err == nil {
+		err = os.WriteFile(path, b, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
