@@ -129,9 +129,10 @@ func TestTranslateRefuses(t *testing.T) {
 		{"linux.maskedPaths[9]", func(s *specs.Spec) { s.Linux.MaskedPaths = append(s.Linux.MaskedPaths, "etc/shadow") }},
 		{"linux.readonlyPaths[6]", func(s *specs.Spec) { s.Linux.ReadonlyPaths = append(s.Linux.ReadonlyPaths, "/proc/../etc") }},
 		{"linux.devices", func(s *specs.Spec) { s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/kvm"}} }},
+		{"linux.rootfsPropagation", func(s *specs.Spec) { s.Linux.RootfsPropagation = "rrshared" }},
 		{"mounts[9].type", func(s *specs.Spec) { s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "nfs"}) }},
 		{"mounts[9].options[0]", func(s *specs.Spec) {
-			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "bind", Source: "/x", Options: []string{"shared"}})
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "bind", Source: "/x", Options: []string{"dev"}})
 		}},
 		{"mounts[9].options[1]", func(s *specs.Spec) {
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "tmpfs", Options: []string{"z", "suid"}})
