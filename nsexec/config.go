@@ -60,6 +60,9 @@ type Config struct {
 	// either way, and the tool cannot make it writable (mount_linux.go
 	// cloneBind says why).
 	ReadOnlyTopOnly bool `json:"readOnlyTopOnly,omitempty"`
+	// Devices are host device nodes bound into the sandbox's /dev (Device
+	// says how, and why the host's owner and mode stay).
+	Devices []Device `json:"devices,omitempty"`
 	// Sysfs mounts a read-only sysfs at /sys, which must exist in the
 	// root: the kernel gives a sandbox one of its own network namespace
 	// only (not with a joined one, WithJoin).

@@ -157,7 +157,7 @@ func (c *child) buildRoot() error {
 	if err := mountProc(root, c.procFD, cfg.Sysctl, cfg.NoProc); err != nil {
 		return err
 	}
-	err = mountDev(root, cfg.TmpSize, cfg.Mqueue, shm)
+	err = mountDev(root, cfg.TmpSize, cfg.Mqueue, shm, cfg.Devices)
 	shm = -1 // attached and closed, or closed on the way
 	if err != nil {
 		return err

@@ -262,6 +262,10 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 	if err := checkRootfsPropagation(c.RootfsPropagation); err != nil {
 		return nil, err
 	}
+	if err := checkDevices(c.Devices); err != nil {
+		return nil, err
+	}
+	c.Devices = slices.Clone(c.Devices)
 	c.Mounts = slices.Clone(c.Mounts)
 	for i := range c.Mounts {
 		m := &c.Mounts[i]

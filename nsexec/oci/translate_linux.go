@@ -258,9 +258,7 @@ func (t *translator) linux() {
 	t.paths(l)
 	t.sysctl(l.Sysctl)
 	t.resources(l.Resources)
-	if len(l.Devices) > 0 {
-		t.refuse("linux.devices", l.Devices[0].Path, "moat's /dev holds only null, zero, full, random, urandom, tty and a private devpts; no host device is passed (podman: no --device)")
-	}
+	t.devices(l.Devices)
 	// runc's eight, applied on / after the pivot; every mount is private
 	// before it is cloned, so a shared root has peers in the sandbox only.
 	if l.RootfsPropagation != "" {
