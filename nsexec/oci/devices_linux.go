@@ -101,4 +101,3 @@ func hostDevice(path, typ string, maj, min uint32) (string, error) {
 	}
 	return found, nil
 }
-

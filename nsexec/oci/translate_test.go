@@ -132,7 +132,9 @@ func TestTranslateRefuses(t *testing.T) {
 		{"linux.devices[0]", func(s *specs.Spec) {
 			s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/none", Type: "c", Major: 4095, Minor: 1048575}}
 		}},
-		{"linux.devices[0].path", func(s *specs.Spec) { s.Linux.Devices = []specs.LinuxDevice{{Path: "/etc/null", Type: "c", Major: 1, Minor: 3}} }},
+		{"linux.devices[0].path", func(s *specs.Spec) {
+			s.Linux.Devices = []specs.LinuxDevice{{Path: "/etc/null", Type: "c", Major: 1, Minor: 3}}
+		}},
 		{"linux.rootfsPropagation", func(s *specs.Spec) { s.Linux.RootfsPropagation = "rrshared" }},
 		{"mounts[9].type", func(s *specs.Spec) { s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "nfs"}) }},
 		{"mounts[9].options[0]", func(s *specs.Spec) {
