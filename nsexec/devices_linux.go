@@ -35,8 +35,9 @@ type Device struct {
 // Device goes.
 var reservedDev = []string{"null", "zero", "full", "random", "urandom", "tty", "fd", "stdin", "stdout", "stderr", "ptmx", "pts", "shm", "mqueue"}
 
-// checkDevices checks Config.Devices as the child will build them.
-func checkDevices(ds []Device) error {
+// CheckDevices checks Config.Devices as Start and the child will, and
+// returns nil or the *ConfigError they would ("devices[0].path").
+func CheckDevices(ds []Device) error {
 	seen := map[string]bool{}
 	for i, d := range ds {
 		at := fmt.Sprintf("devices[%d]", i)

@@ -262,7 +262,7 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 	if err := checkRootfsPropagation(c.RootfsPropagation); err != nil {
 		return nil, err
 	}
-	if err := checkDevices(c.Devices); err != nil {
+	if err := CheckDevices(c.Devices); err != nil {
 		return nil, err
 	}
 	c.Devices = slices.Clone(c.Devices)

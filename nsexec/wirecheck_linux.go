@@ -101,7 +101,7 @@ func (w *wire) check() error {
 	if err := checkRootfsPropagation(c.RootfsPropagation); errors.As(err, &ce) {
 		return bad("config."+ce.Field, unix.EINVAL, "%s", ce.Reason)
 	}
-	if err := checkDevices(c.Devices); errors.As(err, &ce) {
+	if err := CheckDevices(c.Devices); errors.As(err, &ce) {
 		return bad("config."+ce.Field, unix.EINVAL, "%s", ce.Reason)
 	}
 	return nil

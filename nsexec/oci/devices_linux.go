@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -60,7 +61,13 @@ func (t *translator) devices(ds []specs.LinuxDevice) {
 		if d.FileMode != nil || d.UID != nil || d.GID != nil {
 			t.note("%s %s: bound from the host's %s with its owner and mode (a user namespace cannot make a node that opens)", field, d.Path, src)
 		}
-		t.plan.Config.Devices = append(t.plan.Config.Devices, nsexec.Device{Path: path, Source: src, Type: typ, Major: maj, Minor: min})
+		dev := nsexec.Device{Path: path, Source: src, Type: typ, Major: maj, Minor: min}
+		var ce *nsexec.ConfigError
+		if err := nsexec.CheckDevices(append(slices.Clone(t.plan.Config.Devices), dev)); errors.As(err, &ce) {
+			t.refuse(field+".path", d.Path, "%s", ce.Reason)
+			continue
+		}
+		t.plan.Config.Devices = append(t.plan.Config.Devices, dev)
 	}
 }
 
