@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 16 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Umask; 14: ReadOnlyTopOnly; 15: Landlock; 16: NoProc, InheritHostname
+const ConfigVersion = 17 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Umask; 14: ReadOnlyTopOnly; 15: Landlock; 16: NoProc, InheritHostname; 17: RootfsPropagation, Devices
 
 // Network modes.
 const (
@@ -40,6 +40,12 @@ type Config struct {
 	// instead of read-only: an OCI config's root.readonly false. The
 	// rootfs is still never modified by moat itself.
 	RootfsWritable bool `json:"rootfsWritable,omitempty"`
+	// RootfsPropagation is the propagation of / once the root is built
+	// (one of RootfsPropagations; empty: private), an OCI config's
+	// linux.rootfsPropagation. Every mount of the sandbox is private
+	// before it is cloned, so a shared / has peers inside only
+	// (propagation_linux.go).
+	RootfsPropagation string `json:"rootfsPropagation,omitempty"`
 	// Mounts are extra binds and tmpfs mounts (parseMount lists the
 	// options): Source on the host, Destination inside; a bind is
 	// read-only unless it says "rw". A bind with UIDMappings and
@@ -54,6 +60,9 @@ type Config struct {
 	// either way, and the tool cannot make it writable (mount_linux.go
 	// cloneBind says why).
 	ReadOnlyTopOnly bool `json:"readOnlyTopOnly,omitempty"`
+	// Devices are host device nodes bound into the sandbox's /dev (Device
+	// says how, and why the host's owner and mode stay).
+	Devices []Device `json:"devices,omitempty"`
 	// Sysfs mounts a read-only sysfs at /sys, which must exist in the
 	// root: the kernel gives a sandbox one of its own network namespace
 	// only (not with a joined one, WithJoin).

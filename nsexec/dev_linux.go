@@ -24,8 +24,9 @@ var devLinks = [][2]string{
 // ipc namespace's message queues at /dev/mqueue when mqueue is set. shm,
 // when not -1, is the cloned tree of a Config bind at /dev/shm (a pod's
 // shared /dev/shm, which the CRI binds into each of its containers),
-// attached there instead of a tmpfs of the sandbox's own.
-func mountDev(root int, shmSize int64, mqueue bool, shm int) (err error) {
+// attached there instead of a tmpfs of the sandbox's own. devices are the
+// Config's host devices (devices_linux.go).
+func mountDev(root int, shmSize int64, mqueue bool, shm int, devices []Device) (err error) {
 	defer func() {
 		if err != nil && shm >= 0 {
 			unix.Close(shm) // not attached (mountAt closes what it was given)
@@ -102,6 +103,9 @@ func mountDev(root int, shmSize int64, mqueue bool, shm int) (err error) {
 		if err := mountAt(dev, "mqueue", strictTarget, mq); err != nil {
 			return err
 		}
+	}
+	if err := mountDevices(dev, devices); err != nil {
+		return err
 	}
 	// Nothing may be created in /dev by the tool.
 	if err := setAttr(dev, unix.MOUNT_ATTR_RDONLY, false); err != nil {

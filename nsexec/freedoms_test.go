@@ -213,23 +213,33 @@ func TestTmpCopyUp(t *testing.T) {
 }
 
 // TestMountOptions: runc's option names are built as they say: noatime
-// and nosymfollow on a tmpfs, unbindable, the recursive forms on a bind;
-// suid, dev and host propagation are refused.
+// and nosymfollow on a tmpfs, unbindable, the recursive forms on a bind,
+// the propagation options in their order (a peer group of the sandbox's
+// own: TestPropagationStaysInside in cmd/moat-runtime is the hostile
+// test); suid and dev are refused.
 func TestMountOptions(t *testing.T) {
 	asRootAndNobody(t, func(t *testing.T) {
 		cfg := shell(t, "cat /proc/self/mountinfo")
 		cfg.Mounts = []specs.Mount{
 			{Type: "tmpfs", Destination: "/t", Options: []string{"noatime", "nosymfollow", "runbindable", "nodiratime"}},
 			{Type: "bind", Source: "/usr", Destination: "/b", Options: []string{"rbind", "rro", "rnoexec", "relatime", "rprivate"}},
+			{Type: "tmpfs", Destination: "/tmp/sh", Options: []string{"private", "shared"}},
+			{Type: "tmpfs", Destination: "/tmp/pr", Options: []string{"shared", "private"}},
 		}
 		r := mustRun(t, cfg)
+		if l := mountLine(t, r.stdout, "/tmp/sh"); !strings.Contains(l, " shared:") {
+			t.Errorf("/tmp/sh: %q, want shared (private, then shared)", l)
+		}
+		if l := mountLine(t, r.stdout, "/tmp/pr"); strings.Contains(l, " shared:") {
+			t.Errorf("/tmp/pr: %q, want private (shared, then private)", l)
+		}
 		if l := mountLine(t, r.stdout, "/t"); !strings.Contains(l, "noatime") || !strings.Contains(l, "nosymfollow") || !strings.Contains(l, "unbindable") || !strings.Contains(l, "nodiratime") {
 			t.Errorf("/t: %q, want noatime, nosymfollow, nodiratime, unbindable", l)
 		}
 		if l := mountLine(t, r.stdout, "/b"); !strings.HasPrefix(strings.Fields(l)[5], "ro,") || !strings.Contains(l, "noexec") {
 			t.Errorf("/b: %q, want ro and noexec", l)
 		}
-		for _, o := range []string{"suid", "dev", "rshared", "slave"} {
+		for _, o := range []string{"suid", "dev", "rdev", "shared=1"} {
 			cfg := shell(t, "true")
 			cfg.Mounts = []specs.Mount{{Type: "bind", Source: "/usr", Destination: "/b", Options: []string{o}}}
 			_, err := run(t, cfg)

@@ -24,11 +24,12 @@ type mountSpec struct {
 	attr      uint64   // MOUNT_ATTR_* of the mount (binds: of every mount of the tree)
 	recursive bool     // binds: the whole tree (rbind) or this mount only (bind)
 	fsopts    []string // tmpfs: fsconfig key=value options, size= always present
-	// unbindable: MS_UNBINDABLE propagation (every mount is private
-	// anyway); copyUp: a tmpfs starts with a copy of what its target
-	// directory holds (tmpcopyup, copyup_linux.go).
-	unbindable bool
-	copyUp     bool
+	// prop: the propagation options in the order given, applied once
+	// the mount is attached (propagation_linux.go); copyUp: a tmpfs starts
+	// with a copy of what its target directory holds (tmpcopyup,
+	// copyup_linux.go).
+	prop   []propagation
+	copyUp bool
 	// plainRO: a bind's read-only was asked as "ro", not "rro" (with
 	// Config.ReadOnlyTopOnly, of its top mount alone: bindAttrs).
 	plainRO bool
@@ -59,13 +60,12 @@ func CheckMount(m *specs.Mount, tmpSize int64) error {
 
 // Mount options that are true of every mount a sandbox has, or that change
 // nothing it relies on, accepted as said: nosuid and nodev are always set;
-// every mount is private (the sandbox's whole tree is made private first);
 // a bind keeps its source's access-time behaviour, which the kernel locks
 // in a user namespace (peers.md 2c.6), and for a tmpfs the atime options
 // below are applied; lazytime, async, silent and loud tune only the
 // superblock's writeback and logging.
 var acceptedAsIs = map[string]bool{
-	"nosuid": true, "nodev": true, "exec": true, "private": true, "symfollow": true, "defaults": true,
+	"nosuid": true, "nodev": true, "exec": true, "symfollow": true, "defaults": true,
 	"lazytime": true, "nolazytime": true, "async": true, "silent": true, "loud": true,
 }
 
@@ -117,15 +117,14 @@ var atimeAttrs = map[string]uint64{
 //   - a bind also takes and ignores size=, mode=, nr_inodes=, uid= and gid=
 //     (bindIgnored).
 //   - both: "noexec" adds MOUNT_ATTR_NOEXEC, "nosymfollow" (Linux 5.14)
-//     MOUNT_ATTR_NOSYMFOLLOW, "unbindable" MS_UNBINDABLE; acceptedAsIs
-//     lists the rest.
+//     MOUNT_ATTR_NOSYMFOLLOW; "shared", "slave", "private" and
+//     "unbindable", and their r-forms (of the whole tree), are applied in
+//     the order given once the mount is attached, within the sandbox's
+//     mount namespace only (propagation_linux.go); acceptedAsIs lists the
+//     rest.
 //
 // Anything else is a *ConfigError: another type; "suid" and "dev" (every
-// mount is nosuid and nodev); "shared" and "slave" propagation, which moat
-// does not give (its mounts are private copies, never peers or slaves of
-// the host's: a host mount propagated in would arrive without moat's nosuid
-// and nodev, and a shared one would let the sandbox mount on the host);
-// "ro" with "rw"; a size of 0, which tmpfs reads as unlimited.
+// mount is nosuid and nodev); "ro" with "rw"; a size of 0, which tmpfs reads as unlimited.
 func parseMount(at string, m *specs.Mount, tmpSize int64) (mountSpec, error) {
 	bad := func(field, value, format string, args ...any) (mountSpec, error) {
 		return mountSpec{}, &ConfigError{Field: at + field, Value: value, Reason: fmt.Sprintf(format, args...)}
@@ -177,8 +176,9 @@ func parseMount(at string, m *specs.Mount, tmpSize int64) (mountSpec, error) {
 			s.attr |= attrNoExec
 		case base == "nosymfollow":
 			s.attr |= unix.MOUNT_ATTR_NOSYMFOLLOW
-		case base == "unbindable":
-			s.unbindable = true
+		case propagationTypes[base] != 0:
+			p, _ := parsePropagation(o)
+			s.prop = append(s.prop, p)
 		case o == "bind" && !s.tmpfs:
 			bind = true
 		case o == "rbind" && !s.tmpfs:
@@ -220,10 +220,8 @@ func parseMount(at string, m *specs.Mount, tmpSize int64) (mountSpec, error) {
 			s.fsopts = append(s.fsopts, o)
 		case base == "suid" || base == "dev":
 			return bad(field, o, "every mount of a moat sandbox is nosuid and nodev; leave it out")
-		case base == "shared" || base == "slave":
-			return bad(field, o, "moat's mounts are private copies, never peers or slaves of the host's (a host mount propagated in would come without moat's nosuid and nodev, a shared one would let the sandbox mount on the host); use private or rprivate")
 		default:
-			return bad(field, o, "is not supported here; a bind takes ro, rw, bind, rbind, noexec, nosymfollow, unbindable, private and their r-forms, nosuid, nodev, the atime options (kept as the source has them), and idmap or ridmap with uidMappings and gidMappings; a tmpfs takes those but bind, rbind and idmap, and size=, nr_inodes=, mode=, uid=, gid=, tmpcopyup")
+			return bad(field, o, "is not supported here; a bind takes ro, rw, bind, rbind, noexec, nosymfollow, shared, slave, private, unbindable and their r-forms, nosuid, nodev, the atime options (kept as the source has them), and idmap or ridmap with uidMappings and gidMappings; a tmpfs takes those but bind, rbind and idmap, and size=, nr_inodes=, mode=, uid=, gid=, tmpcopyup")
 		}
 	}
 	switch {

@@ -35,8 +35,8 @@ type planned struct {
 	resolve uint64
 	create  bool       // host mode: create the target in our tmpfs root if missing
 	tmpfs   *mountSpec // a tmpfs to create in place of tree
-	// unbindable: MS_UNBINDABLE on the tree before it is attached.
-	unbindable bool
+	// prop: the propagation changes, once the tree is attached.
+	prop []propagation
 }
 
 // buildRoot assembles the new root, pivots into it and makes it read-only.
@@ -142,19 +142,13 @@ func (c *child) buildRoot() error {
 				}
 			}
 		}
-		if b.unbindable {
-			if err := unix.MountSetattr(b.tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Propagation: unix.MS_UNBINDABLE}); err != nil {
-				unix.Close(b.tree)
-				return stepErr(StepMount, b.target, "unbindable", err)
-			}
-		}
 		if b.create || below(b.target, own) {
 			if err := ensureTarget(root, b.target, b.tree); err != nil {
 				unix.Close(b.tree)
 				return err
 			}
 		}
-		if err := mountAt(root, b.target, b.resolve, b.tree); err != nil {
+		if err := attachPlanned(root, &b); err != nil {
 			return err
 		}
 		if b.tmpfs != nil {
@@ -164,7 +158,7 @@ func (c *child) buildRoot() error {
 	if err := mountProc(root, c.procFD, cfg.Sysctl, cfg.NoProc); err != nil {
 		return err
 	}
-	err = mountDev(root, cfg.TmpSize, cfg.Mqueue, shm)
+	err = mountDev(root, cfg.TmpSize, cfg.Mqueue, shm, cfg.Devices)
 	shm = -1 // attached and closed, or closed on the way
 	if err != nil {
 		return err
@@ -188,7 +182,32 @@ func (c *child) buildRoot() error {
 			return stepErr(StepRemountRoot, "/", "", err)
 		}
 	}
+	if err := rootPropagation(cfg.RootfsPropagation); err != nil {
+		return err
+	}
 	c.mark(markPivot)
+	return nil
+}
+
+// attachPlanned attaches b at its target and then applies its
+// propagation, on the mount as attached: the descriptor of the detached
+// tree refers to it once move_mount(2) has put it in the namespace.
+func attachPlanned(root int, b *planned) error {
+	if len(b.prop) == 0 {
+		return mountAt(root, b.target, b.resolve, b.tree)
+	}
+	keep, err := unix.Dup(b.tree)
+	if err != nil {
+		unix.Close(b.tree)
+		return stepErr(StepMount, b.target, "", err)
+	}
+	defer unix.Close(keep)
+	if err := mountAt(root, b.target, b.resolve, b.tree); err != nil {
+		return err
+	}
+	if err := applyPropagation(keep, b.prop); err != nil {
+		return stepErr(StepMount, b.target, "propagation", err)
+	}
 	return nil
 }
 
@@ -245,7 +264,7 @@ func extraSources(cfg *Config, ids []fileID) ([]planned, error) {
 		if err != nil {
 			return nil, stepErr(StepConfig, m.Destination, err.Error(), unix.EINVAL)
 		}
-		p := planned{target: m.Destination, tree: -1, resolve: inRootTarget, create: hostMode, unbindable: spec.unbindable}
+		p := planned{target: m.Destination, tree: -1, resolve: inRootTarget, create: hostMode, prop: spec.prop}
 		if spec.tmpfs {
 			p.tmpfs = &spec
 		} else if p.tree, err = cloneBind(m.Source, &ids[i], &spec, cfg.ReadOnlyTopOnly); err != nil {
@@ -280,17 +299,26 @@ func stage(root int) error {
 
 // pivot makes root the root of the mount namespace and detaches the host's.
 func pivot(root int) error {
+	old, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return stepErr(StepPivot, "/", "open the old root", err)
+	}
+	defer unix.Close(old)
 	if err := unix.Fchdir(root); err != nil {
 		return stepErr(StepPivot, "/", "fchdir", err)
 	}
 	// pivot_root(".", ".") stacks the old root on top of the new one, so no
 	// put_old directory is needed in a read-only root (pivot_root(2) NOTES;
 	// runc rootfs_linux.go pivotRoot). The old root is made a slave before
-	// the lazy unmount so the detach cannot propagate anywhere.
+	// the lazy unmount so the detach cannot propagate anywhere: the old
+	// root's tree alone, by its descriptor. A mount(2) on "." would be of
+	// the new root, where the working directory is (the path "." does not
+	// step up onto the old root stacked there), and MS_REC would undo a
+	// shared mount the config asked for in the new tree.
 	if err := unix.PivotRoot(".", "."); err != nil {
 		return stepErr(StepPivot, "/", "pivot_root", err)
 	}
-	if err := unix.Mount("", ".", "", unix.MS_SLAVE|unix.MS_REC, ""); err != nil {
+	if err := unix.MountSetattr(old, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Propagation: unix.MS_SLAVE}); err != nil {
 		return stepErr(StepPivot, "/", "make the old root a slave", err)
 	}
 	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {

@@ -259,6 +259,13 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 		return nil, err
 	}
 	c.MaskedPaths, c.ReadonlyPaths = slices.Clone(c.MaskedPaths), slices.Clone(c.ReadonlyPaths)
+	if err := checkRootfsPropagation(c.RootfsPropagation); err != nil {
+		return nil, err
+	}
+	if err := CheckDevices(c.Devices); err != nil {
+		return nil, err
+	}
+	c.Devices = slices.Clone(c.Devices)
 	c.Mounts = slices.Clone(c.Mounts)
 	for i := range c.Mounts {
 		m := &c.Mounts[i]

@@ -177,6 +177,19 @@ func TestWireRefusesHostileFrames(t *testing.T) {
 		"a mount unchecked":     {func(w *wire) { w.Sources.Mounts = w.Sources.Mounts[:1] }, "sources.mounts"},
 		"hosts line":            {func(w *wire) { w.Config.Hostname = "moat\n10.0.0.1 bank.example" }, "config.hostname"},
 		"hostname too long":     {func(w *wire) { w.Config.Hostname = strings.Repeat("h", 65) }, "config.hostname"},
+		"root propagation":      {func(w *wire) { w.Config.RootfsPropagation = "rrshared" }, "config.rootfsPropagation"},
+		"device off /dev": {func(w *wire) {
+			w.Config.Devices = []Device{{Path: "/etc/shadow", Source: "/dev/null", Type: "c", Major: 1, Minor: 3}}
+		}, "config.devices[0].path"},
+		"device over /dev/null": {func(w *wire) {
+			w.Config.Devices = []Device{{Path: "/dev/null", Source: "/dev/kvm", Type: "c", Major: 10, Minor: 232}}
+		}, "config.devices[0].path"},
+		"device up and out": {func(w *wire) {
+			w.Config.Devices = []Device{{Path: "/dev/../etc/passwd", Source: "/dev/null", Type: "c", Major: 1, Minor: 3}}
+		}, "config.devices[0].path"},
+		"a FIFO device": {func(w *wire) {
+			w.Config.Devices = []Device{{Path: "/dev/p", Source: "/dev/null", Type: "p"}}
+		}, "config.devices[0].type"},
 	}
 	for name, c := range cases {
 		w := sampleWire()

@@ -98,6 +98,12 @@ func (w *wire) check() error {
 	if err := checkPaths(c); errors.As(err, &ce) {
 		return bad("config."+ce.Field, unix.EINVAL, "%s", ce.Reason)
 	}
+	if err := checkRootfsPropagation(c.RootfsPropagation); errors.As(err, &ce) {
+		return bad("config."+ce.Field, unix.EINVAL, "%s", ce.Reason)
+	}
+	if err := CheckDevices(c.Devices); errors.As(err, &ce) {
+		return bad("config."+ce.Field, unix.EINVAL, "%s", ce.Reason)
+	}
 	return nil
 }
 

@@ -196,15 +196,24 @@ func (r *runtime) delete(args []string) error {
 		// exits: the state goes after it.
 		waitGone(st.Monitor, st.MonitorStart, 10*time.Second)
 	}
+	orphan := st == nil || st.Exit == nil
+	if orphan {
+		// The monitor died without recording the end (killed; current
+		// reads it as stopped, so the status cannot tell), or before it
+		// wrote any state: the group at cgroupsPath create recorded, and
+		// the levels it made, are left; they go now, before the record.
+		if err := deleteOrphanCgroup(d, r.log.logger); err != nil {
+			d.Close()
+			return fmt.Errorf("delete container %s: %w", id, err)
+		}
+	}
 	if err := d.Remove(); err != nil {
 		return err
 	}
-	if st == nil || st.Exit == nil {
-		// The monitor died without recording the end (killed; current
-		// reads it as stopped, so the status cannot tell), or before it
-		// wrote any state: its cgroup leaf, if any, is left; moat removes
-		// the leaves whose owner is gone, as every moat process does at
-		// start.
+	if orphan {
+		// A cgroup leaf of moat's own (no cgroupsPath) is left too; moat
+		// removes the leaves whose owner is gone, as every moat process
+		// does at start.
 		cleanStale()
 	}
 	return nil

@@ -205,6 +205,11 @@ func (r *runtime) handOver(o createOpts, spec *specs.Spec, bundle string, plan *
 		// systemd driver, the scope's group).
 		if p := sb.leaf.Path(); p != "" {
 			msg.CgroupsPath, msg.CgroupMade = p, sb.leaf.Made()
+			// For delete, should the monitor be killed before it
+			// removes them (deleteOrphanCgroup).
+			if err := dir.WriteCgroup(&oci.Cgroup{Path: p, Made: msg.CgroupMade}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	files := append(h.Files(), lnFile)

@@ -21,7 +21,7 @@ func (r *runtime) features(args []string) error {
 		Hooks:         []string{},
 		// What nsexec builds (nsexec.CheckMount; TestFeatures checks each).
 		MountOptions: []string{"ro", "rw", "rro", "rrw", "bind", "rbind", "idmap", "ridmap", "nosuid", "rnosuid", "nodev", "rnodev", "noexec", "rnoexec", "exec", "rexec",
-			"nosymfollow", "rnosymfollow", "symfollow", "private", "rprivate", "unbindable", "runbindable",
+			"nosymfollow", "rnosymfollow", "symfollow", "private", "rprivate", "unbindable", "runbindable", "shared", "rshared", "slave", "rslave",
 			"relatime", "rrelatime", "noatime", "rnoatime", "strictatime", "rstrictatime", "nodiratime", "rnodiratime",
 			"atime", "norelatime", "nostrictatime", "diratime", "lazytime", "nolazytime", "defaults", "async", "tmpcopyup"},
 		Linux: &features.Linux{

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -226,6 +227,29 @@ func openLeaf(id string, h *handoff, log *slog.Logger) (*cgroups.Leaf, error) {
 		return nil, err
 	}
 	return mgr.Open(leafID(id))
+}
+
+// deleteOrphanCgroup removes the group at cgroupsPath and the levels
+// create made for it (cgroup.json), killing what is left in it, as the
+// monitor does when the container ends. A group already gone is done;
+// one that cannot be removed fails the delete, which keeps the record for
+// another try.
+func deleteOrphanCgroup(d *oci.Dir, log *slog.Logger) error {
+	rec, err := d.ReadCgroup()
+	if err != nil || rec == nil {
+		return err
+	}
+	leaf, err := cgroups.OpenPath(rec.Path, rec.Made, cgroups.WithLogger(log))
+	if err != nil {
+		// Gone already, or no longer the group create made (a level
+		// replaced by a symlink or mount): nothing of it is removed, and
+		// the state still goes.
+		if !errors.Is(err, fs.ErrNotExist) {
+			log.Warn("the killed monitor's cgroup is left", "path", rec.Path, "err", err)
+		}
+		return nil
+	}
+	return leaf.Delete()
 }
 
 // raiseRlimits sets the config's rlimits on create itself before the

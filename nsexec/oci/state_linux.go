@@ -178,11 +178,16 @@ const stateFile = "state.json"
 
 // WriteState replaces state.json atomically (a new file, then rename).
 func (d *Dir) WriteState(s *State) error {
-	b, err := json.Marshal(s)
+	return d.writeJSON(stateFile, s)
+}
+
+// writeJSON replaces the file name with v as JSON, atomically.
+func (d *Dir) writeJSON(name string, v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("write state of %s: %w", d.id, err)
 	}
-	tmp := stateFile + ".tmp" + strconv.Itoa(os.Getpid())
+	tmp := name + ".tmp" + strconv.Itoa(os.Getpid())
 	fd, err := unix.Openat(d.fd, tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("write state of %s: %w", d.id, err)
@@ -193,7 +198,7 @@ func (d *Dir) WriteState(s *State) error {
 		err = cerr
 	}
 	if err == nil {
-		err = unix.Renameat(d.fd, tmp, d.fd, stateFile)
+		err = unix.Renameat(d.fd, tmp, d.fd, name)
 	}
 	if err != nil {
 		unix.Unlinkat(d.fd, tmp, 0)

@@ -258,13 +258,15 @@ func (t *translator) linux() {
 	t.paths(l)
 	t.sysctl(l.Sysctl)
 	t.resources(l.Resources)
-	if len(l.Devices) > 0 {
-		t.refuse("linux.devices", l.Devices[0].Path, "moat's /dev holds only null, zero, full, random, urandom, tty and a private devpts; no host device is passed (podman: no --device)")
-	}
-	switch l.RootfsPropagation {
-	case "", "private", "rprivate":
-	default:
-		t.refuse("linux.rootfsPropagation", l.RootfsPropagation, "every mount of a moat sandbox is private; leave it unset or rprivate")
+	t.devices(l.Devices)
+	// runc's eight, applied on / after the pivot; every mount is private
+	// before it is cloned, so a shared root has peers in the sandbox only.
+	if l.RootfsPropagation != "" {
+		if slices.Contains(nsexec.RootfsPropagations, l.RootfsPropagation) {
+			t.plan.Config.RootfsPropagation = l.RootfsPropagation
+		} else {
+			t.refuse("linux.rootfsPropagation", l.RootfsPropagation, "is not a propagation; use one of %s", strings.Join(nsexec.RootfsPropagations, ", "))
+		}
 	}
 	if l.MountLabel != "" {
 		t.refuse("linux.mountLabel", l.MountLabel, "moat applies no SELinux label (podman: --security-opt label=disable)")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -128,10 +129,23 @@ func TestTranslateRefuses(t *testing.T) {
 		{"linux.sysctl.vm.swappiness", func(s *specs.Spec) { s.Linux.Sysctl["vm.swappiness"] = "1" }},
 		{"linux.maskedPaths[9]", func(s *specs.Spec) { s.Linux.MaskedPaths = append(s.Linux.MaskedPaths, "etc/shadow") }},
 		{"linux.readonlyPaths[6]", func(s *specs.Spec) { s.Linux.ReadonlyPaths = append(s.Linux.ReadonlyPaths, "/proc/../etc") }},
-		{"linux.devices", func(s *specs.Spec) { s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/kvm"}} }},
+		{"linux.devices[0].type", func(s *specs.Spec) { s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/kvm"}} }},
+		{"linux.devices[0]", func(s *specs.Spec) {
+			s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/none", Type: "c", Major: 4095, Minor: 1048575}}
+		}},
+		{"linux.devices[0].path", func(s *specs.Spec) {
+			s.Linux.Devices = []specs.LinuxDevice{{Path: "/etc/null", Type: "c", Major: 1, Minor: 3}}
+		}},
+		{"linux.devices[1].path", func(s *specs.Spec) {
+			s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/n", Type: "c", Major: 1, Minor: 3}, {Path: "/dev/n", Type: "c", Major: 1, Minor: 5}}
+		}},
+		{"linux.devices[0].path", func(s *specs.Spec) {
+			s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/pts/0", Type: "c", Major: 1, Minor: 3}}
+		}},
+		{"linux.rootfsPropagation", func(s *specs.Spec) { s.Linux.RootfsPropagation = "rrshared" }},
 		{"mounts[9].type", func(s *specs.Spec) { s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "nfs"}) }},
 		{"mounts[9].options[0]", func(s *specs.Spec) {
-			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "bind", Source: "/x", Options: []string{"shared"}})
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "bind", Source: "/x", Options: []string{"dev"}})
 		}},
 		{"mounts[9].options[1]", func(s *specs.Spec) {
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/n", Type: "tmpfs", Options: []string{"z", "suid"}})
@@ -305,5 +319,33 @@ func TestCreateTargetsStaysInRoot(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(root, "run", "x")); err != nil || !st.IsDir() {
 		t.Fatalf("directory target: %v", err)
+	}
+}
+
+// TestTranslateDevices: a config's device becomes a bind of the host's
+// node of that number, found below /dev whatever its name; a device moat's
+// /dev has (/dev/null) is met by moat's own; the mode asked is noted, not
+// given; rootfsPropagation is kept.
+func TestTranslateDevices(t *testing.T) {
+	s := podmanSpec()
+	mode := os.FileMode(0o666)
+	s.Linux.Devices = []specs.LinuxDevice{
+		{Path: "/dev/null", Type: "c", Major: 1, Minor: 3},
+		{Path: "/dev/sub/mynull", Type: "u", Major: 1, Minor: 3, FileMode: &mode},
+	}
+	s.Linux.RootfsPropagation = "rslave"
+	p, err := Translate(s, "/b", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []nsexec.Device{{Path: "/dev/sub/mynull", Source: "/dev/null", Type: "c", Major: 1, Minor: 3}}
+	if !reflect.DeepEqual(p.Config.Devices, want) {
+		t.Errorf("devices %+v, want %+v", p.Config.Devices, want)
+	}
+	if !strings.Contains(strings.Join(p.Notes, "\n"), "/dev/sub/mynull") {
+		t.Errorf("no note says the host's mode stays: %q", p.Notes)
+	}
+	if p.Config.RootfsPropagation != "rslave" {
+		t.Errorf("rootfsPropagation %q, want rslave", p.Config.RootfsPropagation)
 	}
 }
