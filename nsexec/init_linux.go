@@ -127,6 +127,12 @@ func (c *child) run() error {
 	if err != nil {
 		return stepErr(StepConfig, "", err.Error(), err)
 	}
+	// Asked to join a user namespace, the constructor did (userns.c) or
+	// failed, and a failed join ends the init here, still in its
+	// launcher's user namespace, before anything else.
+	if _, err := userJoined(); err != nil {
+		return err
+	}
 	c.cfg, c.setGroups, c.trace, c.deferred, c.srcs, c.handover = w.Config, w.SetGroups, w.Trace, w.Deferred, w.Sources, w.Handover
 	next := firstTasksFD + w.Tasks // the descriptors after the tasks files
 	if c.tail = w.Tail; c.tail {

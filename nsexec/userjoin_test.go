@@ -1,0 +1,209 @@
+//go:build linux
+
+package nsexec
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// podMember is a sandbox of a pod whose root may change the hostname: uid
+// 0 with CAP_SYS_ADMIN, on the pod's range.
+func podMember(t *testing.T, script string) *Config {
+	cfg := shell(t, script)
+	cfg.UID, cfg.GID, cfg.ExactIDs = 0, 0, true
+	admin := uint64(1) << unix.CAP_SYS_ADMIN
+	cfg.Caps = &Capabilities{Bounding: admin, Effective: admin, Permitted: admin}
+	return cfg
+}
+
+// TestJoinPodUserNamespace: a sandbox given the pod sandbox's user
+// namespace, with its uts namespace and its range, is in that user
+// namespace, and its root is the pod's root: it may sethostname in the
+// shared uts namespace, which, in a user namespace of its own on the
+// same range, it may not (EPERM: the uts namespace belongs to the pod's).
+// The namespaces it gets new (mount, ipc, net) belong to the pod's user
+// namespace (NS_GET_USERNS), and its maps are the pod's.
+func TestJoinPodUserNamespace(t *testing.T) {
+	rootOnly(t)
+	space := rangeSpace(t, 1)
+	cfg := shell(t, "exec sleep 1000")
+	cfg.Hostname = "podhost"
+	pod, err := Start(context.Background(), cfg, Stdio{}, space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pod.Signal(syscall.SIGKILL); pod.Wait() })
+	pid := strconv.Itoa(pod.Pid())
+	open := func(ns string) *os.File {
+		f, err := os.Open("/proc/" + pid + "/ns/" + ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	lease, err := pod.ShareLease()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close()
+	if !UserJoinSupported() {
+		// Without cgo, the other half of the promise: the join is refused,
+		// typed, before anything runs, never a sandbox in a user namespace
+		// of its own instead.
+		_, err := run(t, podMember(t, "true"), space, WithSharedRange(lease), WithJoin(open("user")))
+		setupErr(t, err, StepJoin, unix.EOPNOTSUPP)
+		t.Logf("this build has no cgo: the join was refused as it should be (%v)", err)
+		return
+	}
+	script := "readlink /proc/self/ns/user; hostname joined 2>&1 && echo set; hostname"
+	// Before: a user namespace of its own on the pod's range.
+	r := mustRun(t, podMember(t, script), space, WithSharedRange(lease), WithJoin(open("uts")))
+	if f := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(f) < 3 || f[0] == nsIno(t, pid, "user") ||
+		strings.Contains(r.stdout, "\nset\n") || f[len(f)-1] != "podhost" {
+		t.Fatalf("in a user namespace of its own: %q; want another user namespace than the pod's and sethostname refused", r.stdout)
+	}
+	// Joined: the pod's user namespace.
+	r = mustRun(t, podMember(t, script), space, WithSharedRange(lease), WithJoin(open("uts")), WithJoin(open("user")))
+	if f := strings.Fields(r.stdout); len(f) != 3 || f[0] != nsIno(t, pid, "user") || f[1] != "set" || f[2] != "joined" {
+		t.Fatalf("in the pod's user namespace: %q (stderr %q); want %s, set, joined", r.stdout, r.stderr, nsIno(t, pid, "user"))
+	}
+	// The member's new namespaces are the pod's user namespace's.
+	member := podMember(t, "exec sleep 1000")
+	p, err := Start(context.Background(), member, Stdio{}, space, WithSharedRange(lease), WithJoin(open("user")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Signal(syscall.SIGKILL); p.Wait() })
+	podUser := nsIno(t, pid, "user")
+	mpid := strconv.Itoa(p.Pid())
+	for _, ns := range []string{"mnt", "ipc", "net", "uts"} {
+		if nsIno(t, mpid, ns) == nsIno(t, pid, ns) {
+			t.Errorf("the member's %s namespace is the pod's; want one of its own", ns)
+		}
+		if got := ownerOf(t, "/proc/"+mpid+"/ns/"+ns); got != podUser {
+			t.Errorf("the member's %s namespace belongs to %s, want the pod's user namespace %s", ns, got, podUser)
+		}
+	}
+	if nsIno(t, mpid, "user") != podUser {
+		t.Errorf("the member's user namespace %s, want the pod's %s", nsIno(t, mpid, "user"), podUser)
+	}
+	for _, f := range []string{"uid_map", "gid_map"} {
+		if a, b := mapOf(t, pod.Pid(), f), mapOf(t, p.Pid(), f); a != b {
+			t.Errorf("%s: the member's %q, the pod's %q", f, b, a)
+		}
+	}
+}
+
+// ownerOf is the user namespace (as readlink shows it) that owns the
+// namespace at path (NS_GET_USERNS).
+func ownerOf(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	u, err := unix.IoctlRetInt(int(f.Fd()), nsGetUserNS)
+	if err != nil {
+		t.Fatalf("NS_GET_USERNS %s: %v", path, err)
+	}
+	defer unix.Close(u)
+	l, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestJoinUserNamespaceRefused (hostile): what may not be joined as a
+// pod's user namespace is refused with a *SetupError of step join before
+// the tool runs: the caller's own user namespace, a descriptor that is no
+// namespace, and user namespaces whose maps include host root (uid 0 or
+// gid 0 alone): those are refused once the init is in them, before it is
+// let go, and the tool never runs. Without cgo every user namespace is
+// refused (EOPNOTSUPP).
+func TestJoinUserNamespaceRefused(t *testing.T) {
+	rootOnly(t)
+	try := func(f *os.File, errno error, opts ...Option) {
+		t.Helper()
+		r, err := run(t, podMember(t, "echo ran"), append(opts, WithJoin(f))...)
+		if se := setupErr(t, err, StepJoin, errno); se.Detail == "" || strings.Contains(r.stdout, "ran") {
+			t.Fatalf("%s: %v (stdout %q)", f.Name(), err, r.stdout)
+		}
+	}
+	// The caller's own namespace is its thread's (TestJoinRefusesTheHosts
+	// says why).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	self, err := os.Open("/proc/thread-self/ns/user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	try(self, unix.EPERM)
+	// pid 1's, where ptrace's rules let the caller open it (a host's
+	// pid 1 outside this container's reach may not be).
+	if init1, err := os.Open("/proc/1/ns/user"); err == nil {
+		defer init1.Close()
+		try(init1, unix.EPERM)
+	} else {
+		t.Logf("pid 1's user namespace: %v; not tried", err)
+	}
+	notNS, err := os.Open("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notNS.Close()
+	try(notNS, unix.ENOTTY)
+	if !UserJoinSupported() {
+		u := userNSWithMaps(t, "0 100000 65536", "0 100000 65536")
+		try(u, unix.EOPNOTSUPP)
+		return
+	}
+	// Maps of host root: uid 0 (beside a range), gid 0 alone.
+	for _, maps := range [][2]string{
+		{"0 0 1\n1 100001 65535", "0 100000 65536"},
+		{"0 100000 65536", "0 0 1\n1 100001 65535"},
+	} {
+		u := userNSWithMaps(t, maps[0], maps[1])
+		try(u, unix.EPERM, WithIDMaps([]IDMap{{0, 100000, 65536}}, []IDMap{{0, 100000, 65536}}))
+	}
+	// Maps other than the planned ones.
+	u := userNSWithMaps(t, "0 100000 65536", "0 100000 65536")
+	try(u, unix.EPERM, WithIDMaps([]IDMap{{0, 200000, 65536}}, []IDMap{{0, 200000, 65536}}))
+}
+
+// userNSWithMaps is a user namespace with these maps, made by unshare(1)
+// and held by its sleeping process until the test ends.
+func userNSWithMaps(t *testing.T, uids, gids string) *os.File {
+	t.Helper()
+	cmd := exec.Command("unshare", "--user", "sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := strconv.Itoa(cmd.Process.Pid)
+	own := nsIno(t, "self", "user")
+	waitFor(t, func() bool { l, _ := os.Readlink("/proc/" + pid + "/ns/user"); return l != "" && l != own })
+	for file, m := range map[string]string{"uid_map": uids, "gid_map": gids} {
+		if err := os.WriteFile("/proc/"+pid+"/"+file, []byte(m+"\n"), 0); err != nil {
+			t.Fatalf("write %s %q: %v", file, m, err)
+		}
+	}
+	f, err := os.Open("/proc/" + pid + "/ns/user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
