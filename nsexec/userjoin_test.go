@@ -207,3 +207,32 @@ func userNSWithMaps(t *testing.T, uids, gids string) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// TestJoinUserNamespaceInitFails (hostile): a join the init's constructor
+// cannot complete (here the pod's user namespace allows no new mount
+// namespace, so the unshare after the setns fails with ENOSPC) ends the
+// init with a *SetupError of step join naming what failed, before its
+// hello: never a sandbox left in the launcher's namespaces.
+func TestJoinUserNamespaceInitFails(t *testing.T) {
+	rootOnly(t)
+	if !UserJoinSupported() {
+		return // TestJoinPodUserNamespace checks the refusal without cgo
+	}
+	cmd := exec.Command("unshare", "--user", "--map-root-user", "/bin/sh", "-c", "echo 0 > /proc/sys/user/max_mnt_namespaces && exec sleep 1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := strconv.Itoa(cmd.Process.Pid)
+	waitFor(t, func() bool { return comm(pid) == "sleep" })
+	u, err := os.Open("/proc/" + pid + "/ns/user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	r, err := run(t, podMember(t, "echo ran"), WithJoin(u))
+	se := setupErr(t, err, StepJoin, unix.ENOSPC)
+	if !strings.Contains(se.Detail, "unshare") || strings.Contains(r.stdout, "ran") {
+		t.Fatalf("a join whose unshare fails: %v (stdout %q), want the init's report naming the unshare", err, r.stdout)
+	}
+}
