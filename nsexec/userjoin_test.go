@@ -4,6 +4,8 @@ package nsexec
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -14,6 +16,10 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+func init() {
+	helpers["userancestor"] = helperUserAncestor
+}
 
 // podMember is a sandbox of a pod whose root may change the hostname: uid
 // 0 with CAP_SYS_ADMIN, on the pod's range.
@@ -127,8 +133,8 @@ func ownerOf(t *testing.T, path string) string {
 
 // TestJoinUserNamespaceRefused (hostile): what may not be joined as a
 // pod's user namespace is refused with a *SetupError of step join before
-// the tool runs: the caller's own user namespace, a descriptor that is no
-// namespace, and user namespaces whose maps include host root (uid 0 or
+// the tool runs: the caller's own user namespace, pid 1's, an ancestor's
+// (from a user namespace below it), a descriptor that is no namespace, and user namespaces whose maps include host root (uid 0 or
 // gid 0 alone): those are refused once the init is in them, before it is
 // let go, and the tool never runs. Without cgo every user namespace is
 // refused (EOPNOTSUPP).
@@ -158,6 +164,25 @@ func TestJoinUserNamespaceRefused(t *testing.T) {
 		try(init1, unix.EPERM)
 	} else {
 		t.Logf("pid 1's user namespace: %v; not tried", err)
+	}
+	// An ancestor's: from a user namespace below this one, this one
+	// (passed as descriptor 3; ptrace's rules keep the helper from opening
+	// it by path).
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := exec.Command("unshare", "--user", "--map-root-user", bin)
+	h.Env = append(os.Environ(), helperVar+"=userancestor")
+	own, err := os.Open("/proc/thread-self/ns/user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	h.ExtraFiles = []*os.File{own}
+	out, err := h.CombinedOutput()
+	if got := strings.TrimSpace(string(out)); err != nil || got != "step=join errno=operation not permitted below=false" {
+		t.Fatalf("joining an ancestor's user namespace: %v: %q, want step=join errno=operation not permitted below=false", err, got)
 	}
 	notNS, err := os.Open("/proc/self/status")
 	if err != nil {
@@ -235,4 +260,18 @@ func TestJoinUserNamespaceInitFails(t *testing.T) {
 	if !strings.Contains(se.Detail, "unshare") || strings.Contains(r.stdout, "ran") {
 		t.Fatalf("a join whose unshare fails: %v (stdout %q), want the init's report naming the unshare", err, r.stdout)
 	}
+}
+
+// helperUserAncestor, in a user namespace below the test's, starts a
+// sandbox that joins the test's (an ancestor's, descriptor 3) and prints
+// what Start says.
+func helperUserAncestor() error {
+	f := os.NewFile(3, "ancestor")
+	_, err := Start(context.Background(), &Config{Args: []string{"/bin/true"}}, Stdio{}, WithJoin(f))
+	var se *SetupError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("got %v, want a SetupError", err)
+	}
+	fmt.Printf("step=%v errno=%v below=%v\n", se.Step, se.Errno, !strings.Contains(se.Detail, "not below"))
+	return nil
 }
