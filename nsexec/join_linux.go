@@ -45,7 +45,9 @@ import (
 //
 // What the kernel then leaves to the sandbox:
 //   - a joined network namespace: Config.Network must stay NetworkNone
-//     (lo is the namespace owner's), and no sysfs can be mounted for it;
+//     (lo is the namespace owner's), and no sysfs can be mounted for it
+//     unless it belongs to the joined user namespace; likewise an mqueue
+//     for a joined ipc namespace;
 //   - a joined uts namespace: the hostname is its owner's; Config.Hostname
 //     must be empty or the same;
 //   - a joined pid namespace: the init is not pid 1 there, its /proc is a
@@ -164,11 +166,16 @@ func planJoins(o *options, c *Config) (*joins, error) {
 // which belongs to another user namespace: mount a sysfs of its network
 // namespace or the message queues of its ipc namespace, or write their
 // sysctls (WriteNetSysctls does a network namespace's from the caller).
+//
+// A namespace that belongs to the joined user namespace (a pod's, whose
+// root the sandbox's init is) is the sandbox's to mount a sysfs or an
+// mqueue of (fs/sysfs/mount.c and ipc/mqueue.c check CAP_SYS_ADMIN over
+// the owner).
 func (j *joins) conflicts(c *Config) error {
-	if c.Sysfs && j.has(unix.CLONE_NEWNET) {
+	if c.Sysfs && j.has(unix.CLONE_NEWNET) && !j.ownedByUser(unix.CLONE_NEWNET) {
 		return &ConfigError{Field: "sysfs", Value: "true", Reason: "a sysfs belongs to the user namespace that owns its network namespace, and the joined one is another's: the kernel refuses the sandbox one"}
 	}
-	if c.Mqueue && j.has(unix.CLONE_NEWIPC) {
+	if c.Mqueue && j.has(unix.CLONE_NEWIPC) && !j.ownedByUser(unix.CLONE_NEWIPC) {
 		return &ConfigError{Field: "mqueue", Value: "true", Reason: "an mqueue filesystem belongs to the user namespace that owns its ipc namespace, and the joined one is another's: the kernel refuses the sandbox one"}
 	}
 	for _, k := range sortedKeys(c.Sysctl) {
@@ -178,6 +185,27 @@ func (j *joins) conflicts(c *Config) error {
 		}
 	}
 	return nil
+}
+
+// ownedByUser says whether the joined namespace of type flag belongs to
+// the joined user namespace (NS_GET_USERNS).
+func (j *joins) ownedByUser(flag int) bool {
+	if j == nil || j.user == nil {
+		return false
+	}
+	for _, n := range j.ns {
+		if n.want != flag {
+			continue
+		}
+		u, err := unix.IoctlRetInt(int(n.f.Fd()), nsGetUserNS)
+		if err != nil {
+			return false
+		}
+		defer unix.Close(u)
+		var a, b unix.Stat_t
+		return unix.Fstat(u, &a) == nil && unix.Fstat(int(j.user.Fd()), &b) == nil && idOf(&a) == idOf(&b)
+	}
+	return false
 }
 
 // checkJoin returns the namespace type of a descriptor to join, or why it

@@ -36,7 +36,9 @@ func podMember(t *testing.T, script string) *Config {
 // namespace, and its root is the pod's root: it may sethostname in the
 // shared uts namespace, which, in a user namespace of its own on the
 // same range, it may not (EPERM: the uts namespace belongs to the pod's).
-// The namespaces it gets new (mount, ipc, net) belong to the pod's user
+// It may mount an mqueue of the pod's ipc namespace and a sysfs of its
+// network namespace, which its own user namespace may not. The
+// namespaces it gets new (mount, ipc, net) belong to the pod's user
 // namespace (NS_GET_USERNS), and its maps are the pod's.
 func TestJoinPodUserNamespace(t *testing.T) {
 	rootOnly(t)
@@ -82,6 +84,18 @@ func TestJoinPodUserNamespace(t *testing.T) {
 	r = mustRun(t, podMember(t, script), space, WithSharedRange(lease), WithJoin(open("uts")), WithJoin(open("user")))
 	if f := strings.Fields(r.stdout); len(f) != 3 || f[0] != nsIno(t, pid, "user") || f[1] != "set" || f[2] != "joined" {
 		t.Fatalf("in the pod's user namespace: %q (stderr %q); want %s, set, joined", r.stdout, r.stderr, nsIno(t, pid, "user"))
+	}
+	// An mqueue of the pod's ipc namespace and a sysfs of its network
+	// namespace are the member's to mount once it is in the pod's user
+	// namespace, which owns them; in one of its own they are refused.
+	kernfs := podMember(t, "grep -c -E ' /dev/mqueue mqueue | /sys sysfs ' /proc/self/mounts")
+	kernfs.Mqueue, kernfs.Sysfs = true, true
+	var ce *ConfigError
+	if _, err := run(t, kernfs, space, WithSharedRange(lease), WithJoin(open("ipc")), WithJoin(open("net"))); !errors.As(err, &ce) {
+		t.Fatalf("an mqueue and a sysfs of the pod's namespaces, in a user namespace of its own: %v, want a ConfigError", err)
+	}
+	if r := mustRun(t, kernfs, space, WithSharedRange(lease), WithJoin(open("ipc")), WithJoin(open("net")), WithJoin(open("user"))); strings.TrimSpace(r.stdout) != "2" {
+		t.Errorf("the pod's mqueue and sysfs in the pod's user namespace: %q, want both mounted", r.stdout)
 	}
 	// The member's new namespaces are the pod's user namespace's.
 	member := podMember(t, "exec sleep 1000")
