@@ -212,8 +212,11 @@ func TestPodmanNetworkContainerRootless(t *testing.T) {
 // namespace, which is not the host's, and its root is the pod's: B may
 // set the hostname of the pod's uts namespace (with CAP_SYS_ADMIN, which
 // in a user namespace of its own would not reach the pod's), and A sees
-// it. A build without cgo keeps a user namespace per container
-// (podrange.go), which the test then checks instead.
+// it; the pod's mqueue and sysfs (of its ipc and network namespaces,
+// which the pod's user namespace owns) are mounted in B as podman asks,
+// which in a user namespace of its own the kernel would refuse. A build
+// without cgo keeps a user namespace per container (podrange.go), which
+// the test then checks instead.
 func TestPodmanPodUserNamespace(t *testing.T) {
 	testenv.RequireRoot(t)
 	p := &podman{t: t, bin: needPodman(t)}
@@ -245,7 +248,7 @@ func TestPodmanPodUserNamespace(t *testing.T) {
 	if infra == host {
 		t.Fatalf("the pod's user namespace is the host's (%s)", host)
 	}
-	out, errs, code := p.run("exec", b, "/bin/sh", "-c", "readlink /proc/self/ns/user; hostname shared-by-b && echo set")
+	out, errs, code := p.run("exec", b, "/bin/sh", "-c", "readlink /proc/self/ns/user; hostname shared-by-b && echo set; grep -c -E ' /dev/mqueue mqueue | /sys sysfs ' /proc/self/mounts")
 	f := strings.Fields(out)
 	if code != 0 || len(f) < 1 {
 		t.Fatalf("exec in %s: exit %d, output %q: %s", b, code, out, errs)
@@ -263,8 +266,8 @@ func TestPodmanPodUserNamespace(t *testing.T) {
 			t.Errorf("%s is in user namespace %s, want the pod's %s", n, got, infra)
 		}
 	}
-	if len(f) != 2 || f[1] != "set" {
-		t.Fatalf("exec in %s: output %q: %s; want the pod's hostname set by its root", b, out, errs)
+	if len(f) != 3 || f[1] != "set" || f[2] != "2" {
+		t.Fatalf("exec in %s: output %q: %s; want the pod's hostname set by its root, and the pod's mqueue and sysfs mounted", b, out, errs)
 	}
 	if out, errs, code := p.run("exec", a, "hostname"); code != 0 || strings.TrimSpace(out) != "shared-by-b" {
 		t.Errorf("the hostname A sees: exit %d, %q: %s; want B's shared-by-b", code, out, errs)

@@ -181,6 +181,43 @@ func podLease(stateRoot string, plan *oci.Plan, files []*os.File, log *slog.Logg
 	return share, nil
 }
 
+// podKernFS mounts the sysfs and mqueue the config asks of the network
+// and ipc namespaces it joins (Plan.JoinedSysfs, JoinedMqueue) where the
+// container joins the pod's user namespace and that one owns them
+// (NS_GET_USERNS): its root is then the owner's root, whom the kernel
+// lets mount them. Otherwise they stay left out.
+func podKernFS(cfg *nsexec.Config, plan *oci.Plan, files []*os.File, pod *podShare) error {
+	if pod == nil || pod.user == nil {
+		return nil
+	}
+	for i, ns := range plan.Joins {
+		switch {
+		case ns.Type == specs.NetworkNamespace && plan.JoinedSysfs && ownedBy(files[i], pod.user):
+			// The image's /sys, made where it lacks one, as runc would.
+			if err := oci.CreateTargets(plan.Config.Rootfs, []oci.Target{{Path: "/sys", Dir: true}}); err != nil {
+				return err
+			}
+			cfg.Sysfs = true
+		case ns.Type == specs.IPCNamespace && plan.JoinedMqueue && ownedBy(files[i], pod.user):
+			cfg.Mqueue = true
+		}
+	}
+	return nil
+}
+
+// ownedBy says whether the namespace open at ns belongs to the user
+// namespace open at user (linux/nsfs.h NS_GET_USERNS).
+func ownedBy(ns, user *os.File) bool {
+	const nsGetUserNS = 0xb701
+	u, err := unix.IoctlRetInt(int(ns.Fd()), nsGetUserNS)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(u)
+	var a, b unix.Stat_t
+	return unix.Fstat(u, &a) == nil && unix.Fstat(int(user.Fd()), &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
+}
+
 // noUserJoin says once that a build without cgo keeps a user namespace
 // per container.
 var noUserJoin sync.Once

@@ -356,6 +356,9 @@ func prepareSandbox(o createOpts, stateRoot string, spec *specs.Spec, plan *oci.
 		log.Debug("the init joins the pod's user namespace: a re-exec of moat-runtime, not " + initBinary)
 	}
 	opts = append(opts, identityOptions(plan, pod)...)
+	if err := podKernFS(&cfg, plan, joined, pod); err != nil {
+		return nil, err
+	}
 	var cgroupsPath string
 	var devices []specs.LinuxDeviceCgroup
 	if spec.Linux != nil {

@@ -59,6 +59,12 @@ type Plan struct {
 	OOMScoreAdj *int
 	// CgroupNS: the config asks for a cgroup namespace.
 	CgroupNS bool
+	// JoinedSysfs and JoinedMqueue: the config mounts a sysfs (mqueue) of
+	// a network (ipc) namespace it joins, which only the user namespace
+	// owning that namespace may mount: left out (a note says so) unless
+	// the runtime joins that user namespace too (a pod's), when it sets
+	// Config.Sysfs (Config.Mqueue) itself.
+	JoinedSysfs, JoinedMqueue bool
 	// Notes say what moat provides itself in place of a config entry.
 	Notes []string
 }
