@@ -6,11 +6,16 @@ package nsexec
 // file calls (tail_cgo_linux.go sets the package's C flags).
 
 /*
+#include <stdlib.h>
 #include "userns.h"
 */
 import "C"
 
-import "golang.org/x/sys/unix"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // haveUserJoin: this build links userns.c, so its init can join a user
 // namespace before the Go runtime starts.
@@ -28,4 +33,19 @@ func userJoined() (asked bool, err error) {
 		return true, nil
 	}
 	return true, &SetupError{Step: StepJoin, Detail: "join the pod's user namespace: " + C.GoString(what), Errno: unix.Errno(errno)}
+}
+
+// userNSParse runs the constructor's parser of a userNSEnv value (for the
+// tests): its four numbers, or ok false.
+func userNSParse(v string) (out [4]uint64, ok bool) {
+	cs := C.CString(v)
+	defer C.free(unsafe.Pointer(cs))
+	var a [4]C.ulonglong
+	if C.moat_userns_parse(cs, &a[0]) != 0 {
+		return out, false
+	}
+	for i := range a {
+		out[i] = uint64(a[i])
+	}
+	return out, true
 }

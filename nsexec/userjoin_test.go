@@ -289,3 +289,34 @@ func helperUserAncestor() error {
 	fmt.Printf("step=%v errno=%v below=%v\n", se.Step, se.Errno, !strings.Contains(se.Detail, "not below"))
 	return nil
 }
+
+// TestUserNSEnvParser: the constructor takes its variable exactly as the
+// launcher writes it (userJoinEnv) and nothing else: four decimal fields,
+// no sign, no leading zero, no overflow, a descriptor above stdio, the
+// mount namespace always new and no namespace flag but those it makes.
+func TestUserNSEnvParser(t *testing.T) {
+	if !UserJoinSupported() {
+		return // no constructor without cgo
+	}
+	j := &joins{flags: unix.CLONE_NEWNET}
+	v := strings.TrimPrefix(userJoinEnv(j, 7, true, []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETUID}), userNSEnv+"=")
+	got, ok := userNSParse(v)
+	want := [4]uint64{7, unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS, 1, 1<<unix.CAP_SYS_ADMIN | 1<<unix.CAP_SETUID}
+	if !ok || got != want {
+		t.Fatalf("%q: %v %v, want %v", v, got, ok, want)
+	}
+	ns := strconv.Itoa(unix.CLONE_NEWNS)
+	for _, bad := range []string{
+		"", "7", "7:" + ns + ":1", "7:" + ns + ":1:0:", "07:" + ns + ":1:0", "7:" + ns + ":01:0", "+7:" + ns + ":1:0",
+		"-7:" + ns + ":1:0", "7:" + ns + ":2:0", "2:" + ns + ":1:0", "1048577:" + ns + ":1:0", "7:" + ns + ":1:18446744073709551616",
+		"7:" + strconv.Itoa(unix.CLONE_NEWIPC) + ":1:0", "7:" + strconv.Itoa(unix.CLONE_NEWNS|unix.CLONE_NEWUSER) + ":1:0",
+		"7:" + strconv.Itoa(unix.CLONE_NEWNS|unix.CLONE_NEWPID) + ":1:0", "7 :" + ns + ":1:0", "7:" + ns + ":1:0\n",
+	} {
+		if got, ok := userNSParse(bad); ok {
+			t.Errorf("%q parsed as %v, want refused", bad, got)
+		}
+	}
+	if got, ok := userNSParse("7:" + ns + ":0:18446744073709551615"); !ok || got[3] != 1<<64-1 {
+		t.Errorf("the largest mask: %v %v", got, ok)
+	}
+}

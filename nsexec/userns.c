@@ -132,15 +132,24 @@ static int moat_userns_proc(void) {
 	return m;
 }
 
-static void moat_userns_join(const char *v) {
+int moat_userns_parse(const char *v, unsigned long long out[4]) {
 	unsigned long long fd, flags, proc, keep;
 	if (moat_userns_num(&v, ':', &fd) != 0 || moat_userns_num(&v, ':', &flags) != 0 ||
 	    moat_userns_num(&v, ':', &proc) != 0 || moat_userns_num(&v, '\0', &keep) != 0 ||
 	    fd < 3 || fd > 1u << 20 || proc > 1 ||
-	    (flags & ~(unsigned long long)MOAT_USERNS_FLAGS) != 0 || (flags & CLONE_NEWNS) == 0) {
+	    (flags & ~(unsigned long long)MOAT_USERNS_FLAGS) != 0 || (flags & CLONE_NEWNS) == 0)
+		return -1;
+	out[0] = fd, out[1] = flags, out[2] = proc, out[3] = keep;
+	return 0;
+}
+
+static void moat_userns_join(const char *v) {
+	unsigned long long a[4];
+	if (moat_userns_parse(v, a) != 0) {
 		moat_userns_fail("_MOAT_USERNS is not <fd>:<flags>:<proc>:<caps>", EINVAL);
 		return;
 	}
+	unsigned long long fd = a[0], flags = a[1], proc = a[2], keep = a[3];
 	int deathsig = 0;
 	if (prctl(PR_GET_PDEATHSIG, &deathsig, 0, 0, 0) != 0) {
 		moat_userns_fail("PR_GET_PDEATHSIG", errno);
