@@ -88,7 +88,9 @@ type child struct {
 	tail bool
 	self int
 	// procFD is the procfs of a joined pid namespace the parent made, or
-	// -1 (WithJoin); keepHostname: the uts namespace is a joined one.
+	// of its own that the constructor made before joining a user
+	// namespace (userns.c), or -1 (WithJoin); keepHostname: the uts
+	// namespace is a joined one.
 	procFD       int
 	keepHostname bool
 	// reaper: the init is not pid 1 of its pid namespace (a joined one),
