@@ -88,7 +88,9 @@ type child struct {
 	tail bool
 	self int
 	// procFD is the procfs of a joined pid namespace the parent made, or
-	// -1 (WithJoin); keepHostname: the uts namespace is a joined one.
+	// of its own that the constructor made before joining a user
+	// namespace (userns.c), or -1 (WithJoin); keepHostname: the uts
+	// namespace is a joined one.
 	procFD       int
 	keepHostname bool
 	// reaper: the init is not pid 1 of its pid namespace (a joined one),
@@ -126,6 +128,12 @@ func (c *child) run() error {
 	w, err := readFrame(c.sync)
 	if err != nil {
 		return stepErr(StepConfig, "", err.Error(), err)
+	}
+	// Asked to join a user namespace, the constructor did (userns.c) or
+	// failed, and a failed join ends the init here, still in its
+	// launcher's user namespace, before anything else.
+	if _, err := userJoined(); err != nil {
+		return err
 	}
 	c.cfg, c.setGroups, c.trace, c.deferred, c.srcs, c.handover = w.Config, w.SetGroups, w.Trace, w.Deferred, w.Sources, w.Handover
 	next := firstTasksFD + w.Tasks // the descriptors after the tasks files

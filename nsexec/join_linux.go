@@ -12,9 +12,9 @@ import (
 
 // A pod's containers share namespaces (DESIGN.md, D3): a sandbox may be
 // born in the network, IPC, UTS, pid or cgroup namespace of another
-// instead of a new one. Its user namespace stays its own for now (joining
-// one needs a single-threaded caller, setns(2): a later step), and so does
-// its mount namespace, which moat always builds itself.
+// instead of a new one, and in its user namespace (userjoin_linux.go: the
+// init joins that one itself, from C). Its mount namespace is always its
+// own, which moat builds itself.
 //
 // Why from the spawning thread: setns(2) moves only the calling thread,
 // and clone(2) gives the child the calling thread's namespaces (for a pid
@@ -26,17 +26,28 @@ import (
 // WithJoin starts the sandbox in the namespace open at f (an nsfs
 // descriptor: /proc/PID/ns/TYPE, or a bind of one such as an `ip netns`
 // file) instead of a new one of that type, which must be net, ipc, uts,
-// pid or cgroup. Every other namespace is still new, the user namespace
-// included, so the sandbox holds no capability over what it joined.
-// Refused with a *SetupError of step join, before anything is started: a
-// user or mount namespace, two of one type, and a namespace of the host's
-// (the caller's own or pid 1's); an ipc, uts, pid or cgroup namespace must
-// moreover belong to a user namespace below the caller's, as a sandbox's
-// does (a network namespace is an engine's, owned by the engine's own).
+// pid, cgroup or user. Every other namespace is still new; without a
+// joined user namespace the sandbox's is its own, so it holds no
+// capability over what it joined. Refused with a *SetupError of step
+// join, before anything is started: a mount namespace, two of one type,
+// and a namespace of the host's (the caller's own or pid 1's); an ipc,
+// uts, pid or cgroup namespace must moreover belong to a user namespace
+// below the caller's, as a sandbox's does (a network namespace is an
+// engine's, owned by the engine's own).
+//
+// A user namespace (a pod sandbox's, so that the pod is one user
+// namespace) must be strictly below the caller's, the build must have
+// cgo (UserJoinSupported; EOPNOTSUPP otherwise) and the caller be root;
+// the sandbox's new namespaces then belong to it, and once the init is
+// in it its uid_map and gid_map must map no host root and be exactly the
+// sandbox's planned maps (WithSharedRange of the pod's lease), or the
+// start fails with a *SetupError of step join (userjoin_linux.go).
 //
 // What the kernel then leaves to the sandbox:
 //   - a joined network namespace: Config.Network must stay NetworkNone
-//     (lo is the namespace owner's), and no sysfs can be mounted for it;
+//     (lo is the namespace owner's), and no sysfs can be mounted for it
+//     unless it belongs to the joined user namespace; likewise an mqueue
+//     for a joined ipc namespace;
 //   - a joined uts namespace: the hostname is its owner's; Config.Hostname
 //     must be empty or the same;
 //   - a joined pid namespace: the init is not pid 1 there, its /proc is a
@@ -61,6 +72,7 @@ var nsNames = map[int]string{
 	unix.CLONE_NEWUTS:    "uts",
 	unix.CLONE_NEWPID:    "pid",
 	unix.CLONE_NEWCGROUP: "cgroup",
+	unix.CLONE_NEWUSER:   "user",
 }
 
 // nsfs ioctls (linux/nsfs.h).
@@ -79,6 +91,9 @@ type joins struct {
 	proc *os.File
 	// hostname is the joined uts namespace's.
 	hostname string
+	// user is the joined user namespace, or nil: not in ns, since the
+	// init joins it itself (userjoin_linux.go).
+	user *os.File
 }
 
 func (j *joins) has(flag int) bool { return j != nil && j.flags&flag != 0 }
@@ -109,6 +124,10 @@ func planJoins(o *options, c *Config) (*joins, error) {
 			return nil, joinErr(in.f, "names a second "+nsNames[typ]+" namespace; join one of each type", unix.EINVAL)
 		}
 		j.flags |= typ
+		if typ == unix.CLONE_NEWUSER {
+			j.user = in.f
+			continue
+		}
 		j.ns = append(j.ns, nsJoin{f: in.f, want: typ})
 		switch typ {
 		case unix.CLONE_NEWNET:
@@ -147,11 +166,16 @@ func planJoins(o *options, c *Config) (*joins, error) {
 // which belongs to another user namespace: mount a sysfs of its network
 // namespace or the message queues of its ipc namespace, or write their
 // sysctls (WriteNetSysctls does a network namespace's from the caller).
+//
+// A namespace that belongs to the joined user namespace (a pod's, whose
+// root the sandbox's init is) is the sandbox's to mount a sysfs or an
+// mqueue of (fs/sysfs/mount.c and ipc/mqueue.c check CAP_SYS_ADMIN over
+// the owner).
 func (j *joins) conflicts(c *Config) error {
-	if c.Sysfs && j.has(unix.CLONE_NEWNET) {
+	if c.Sysfs && j.has(unix.CLONE_NEWNET) && !j.ownedByUser(unix.CLONE_NEWNET) {
 		return &ConfigError{Field: "sysfs", Value: "true", Reason: "a sysfs belongs to the user namespace that owns its network namespace, and the joined one is another's: the kernel refuses the sandbox one"}
 	}
-	if c.Mqueue && j.has(unix.CLONE_NEWIPC) {
+	if c.Mqueue && j.has(unix.CLONE_NEWIPC) && !j.ownedByUser(unix.CLONE_NEWIPC) {
 		return &ConfigError{Field: "mqueue", Value: "true", Reason: "an mqueue filesystem belongs to the user namespace that owns its ipc namespace, and the joined one is another's: the kernel refuses the sandbox one"}
 	}
 	for _, k := range sortedKeys(c.Sysctl) {
@@ -161,6 +185,27 @@ func (j *joins) conflicts(c *Config) error {
 		}
 	}
 	return nil
+}
+
+// ownedByUser says whether the joined namespace of type flag belongs to
+// the joined user namespace (NS_GET_USERNS).
+func (j *joins) ownedByUser(flag int) bool {
+	if j == nil || j.user == nil {
+		return false
+	}
+	for _, n := range j.ns {
+		if n.want != flag {
+			continue
+		}
+		u, err := unix.IoctlRetInt(int(n.f.Fd()), nsGetUserNS)
+		if err != nil {
+			return false
+		}
+		defer unix.Close(u)
+		var a, b unix.Stat_t
+		return unix.Fstat(u, &a) == nil && unix.Fstat(int(j.user.Fd()), &b) == nil && idOf(&a) == idOf(&b)
+	}
+	return false
 }
 
 // checkJoin returns the namespace type of a descriptor to join, or why it
@@ -176,11 +221,14 @@ func checkJoin(in nsJoin) (int, error) {
 	case in.want != 0 && typ != in.want:
 		return 0, joinErr(in.f, "not a "+nsNames[in.want]+" namespace", unix.EINVAL)
 	case typ == unix.CLONE_NEWUSER:
-		return 0, joinErr(in.f, "a user namespace is not joined yet: each sandbox has its own (a pod's shared user namespace is a later step)", unix.EINVAL)
+		if err := checkUserJoin(in.f); err != nil {
+			return 0, err
+		}
+		return typ, nil
 	case typ == unix.CLONE_NEWNS:
 		return 0, joinErr(in.f, "a mount namespace is never joined: moat builds each sandbox's own", unix.EINVAL)
 	case !ok:
-		return 0, joinErr(in.f, "a namespace of a type moat does not join (net, ipc, uts, pid and cgroup are)", unix.EINVAL)
+		return 0, joinErr(in.f, "a namespace of a type moat does not join (net, ipc, uts, pid, cgroup and user are)", unix.EINVAL)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {

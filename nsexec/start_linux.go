@@ -99,8 +99,12 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	if tail != nil {
 		defer tail.Close()
 	}
+	// The init of a joined user namespace makes its own procfs before the
+	// join, unless it joins a pid namespace (then the procfs is ours,
+	// j.proc) or has none (NoProc): userns.c.
+	userProc := j.has(unix.CLONE_NEWUSER) && !j.has(unix.CLONE_NEWPID) && !c.NoProc
 	frame, err := encodeFrame(&wire{Config: c, SetGroups: m.setgroups, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Tail: tail != nil, Sources: paths.ids,
-		Proc: j.has(unix.CLONE_NEWPID), KeepHostname: j.has(unix.CLONE_NEWUTS) || c.InheritHostname, Handover: o.handover, Check: deferred && o.check != nil})
+		Proc: j.has(unix.CLONE_NEWPID) || userProc, KeepHostname: j.has(unix.CLONE_NEWUTS) || c.InheritHostname, Handover: o.handover, Check: deferred && o.check != nil})
 	if err != nil {
 		paths.giveBack(o.logger)
 		return nil, nil, err
@@ -131,6 +135,12 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	}
 	if j.has(unix.CLONE_NEWPID) {
 		attr.Files = append(attr.Files, j.proc) // after the tail's binary (init_linux.go)
+	}
+	if j.has(unix.CLONE_NEWUSER) {
+		// Last: the init's constructor leaves its procfs in its place,
+		// where the init takes the procfs (userns.c), or closes it.
+		attr.Env = append(attr.Env, userJoinEnv(j, len(attr.Files), userProc, initCapsFor(c.Caps)))
+		attr.Files = append(attr.Files, j.user)
 	}
 	// A lent workdir is given back once the child is reaped, whichever way it
 	// ends (Process.own), before Wait returns.
@@ -312,6 +322,14 @@ func sysProcAttr(c *Config, m *mapping, o *options, j *joins) *syscall.SysProcAt
 	if j != nil {
 		attr.Cloneflags &^= uintptr(j.flags) // joined by own() instead (WithJoin)
 	}
+	if j.has(unix.CLONE_NEWUSER) {
+		// The init joins the user namespace and then makes the others
+		// itself, so that they belong to it (userns.c); its maps are the
+		// pod's, written when the pod's sandbox was made.
+		attr.Cloneflags &^= unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
+		attr.UidMappings, attr.GidMappings, attr.GidMappingsEnableSetgroups = nil, nil, false
+		attr.AmbientCaps = nil // raised by the init after the join (userns.c)
+	}
 	if j.has(unix.CLONE_NEWPID) {
 		// Go's child checks getppid() against the parent's pid after the
 		// prctl and kills itself if they differ (syscall/exec_linux.go);
@@ -422,6 +440,11 @@ func (p *Process) handshake(ctx context.Context, h *handshake, frame []byte) err
 		return readReport(sync)
 	default:
 		return ErrNotWired
+	}
+	if p.joins.has(unix.CLONE_NEWUSER) {
+		if err := checkJoinedUser(p.Pid(), p.joins, p.uids, p.gids); err != nil {
+			return err
+		}
 	}
 	p.holdNamespaces()
 	if o.placement != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
+	"github.com/moat-sandbox/moat/nsexec"
 )
 
 // nsKinds are the namespaces a podman pod shares by default (--share
@@ -203,4 +204,72 @@ func TestPodmanNetworkContainer(t *testing.T) {
 // TestPodmanNetworkContainerRootless: the same under rootless podman.
 func TestPodmanNetworkContainerRootless(t *testing.T) {
 	networkContainerChecks(t, rootlessPodman(t))
+}
+
+// TestPodmanPodUserNamespace: a pod is one user namespace (issue 29, item
+// 2). As root, podman's infra container, two containers of the pod and a
+// `podman exec` in one of them are all in the infra container's user
+// namespace, which is not the host's, and its root is the pod's: B may
+// set the hostname of the pod's uts namespace (with CAP_SYS_ADMIN, which
+// in a user namespace of its own would not reach the pod's), and A sees
+// it; the pod's mqueue and sysfs (of its ipc and network namespaces,
+// which the pod's user namespace owns) are mounted in B as podman asks,
+// which in a user namespace of its own the kernel would refuse. A build
+// without cgo keeps a user namespace per container (podrange.go), which
+// the test then checks instead.
+func TestPodmanPodUserNamespace(t *testing.T) {
+	testenv.RequireRoot(t)
+	p := &podman{t: t, bin: needPodman(t)}
+	podConf(t, p)
+	p.importImage()
+	pod := fmt.Sprintf("moat-oci-userpod-%d", os.Getpid())
+	t.Cleanup(func() { p.run("pod", "rm", "-f", pod) })
+	if _, errs, code := p.run("pod", "create", "--name", pod, "--network", "none"); code != 0 {
+		t.Fatalf("pod create: exit %d: %s", code, errs)
+	}
+	a, b := p.name(t), p.name(t)
+	for _, n := range []string{a, b} {
+		if _, errs, code := p.run(append(append([]string{"run", "-d", "--pod", pod, "--name", n, "--cap-add", "SYS_ADMIN"}, ulimits()...), testImage, "sleep", "1000")...); code != 0 {
+			t.Fatalf("run -d --pod %s: exit %d: %s", n, code, errs)
+		}
+	}
+	infraOut, errs, code := p.run("pod", "inspect", pod, "--format", "{{.InfraContainerID}}")
+	if code != 0 {
+		t.Fatalf("pod inspect: exit %d: %s", code, errs)
+	}
+	userOf := func(pid int) string {
+		l, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "ns", "user"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	infra, host := userOf(p.pid(strings.TrimSpace(infraOut))), userOf(os.Getpid())
+	if infra == host {
+		t.Fatalf("the pod's user namespace is the host's (%s)", host)
+	}
+	out, errs, code := p.run("exec", b, "/bin/sh", "-c", "readlink /proc/self/ns/user; hostname shared-by-b && echo set; grep -c -E ' /dev/mqueue mqueue | /sys sysfs ' /proc/self/mounts")
+	f := strings.Fields(out)
+	if code != 0 || len(f) < 1 {
+		t.Fatalf("exec in %s: exit %d, output %q: %s", b, code, out, errs)
+	}
+	if !nsexec.UserJoinSupported() {
+		for _, n := range []string{a, b} {
+			if userOf(p.pid(n)) == infra {
+				t.Errorf("without cgo, container %s is in the pod's user namespace; want one of its own", n)
+			}
+		}
+		return
+	}
+	for n, got := range map[string]string{"A": userOf(p.pid(a)), "B": userOf(p.pid(b)), "exec in B": f[0]} {
+		if got != infra {
+			t.Errorf("%s is in user namespace %s, want the pod's %s", n, got, infra)
+		}
+	}
+	if len(f) != 3 || f[1] != "set" || f[2] != "2" {
+		t.Fatalf("exec in %s: output %q: %s; want the pod's hostname set by its root, and the pod's mqueue and sysfs mounted", b, out, errs)
+	}
+	if out, errs, code := p.run("exec", a, "hostname"); code != 0 || strings.TrimSpace(out) != "shared-by-b" {
+		t.Errorf("the hostname A sees: exit %d, %q: %s; want B's shared-by-b", code, out, errs)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/moat-sandbox/moat/nsexec"
@@ -16,17 +17,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A pod is one id range (issue 29, item 3). Its containers join the
-// pause container's ipc, uts, net and pid namespaces by path,
-// /proc/<its init>/ns/<type>; with a range of its own each, uid 0 of one
-// container would be a stranger to another's shared memory and files. So
-// a config that joins a namespace of another moat container of the same
-// --root asks that container's monitor for a copy of its range's lease
-// (the "lease" request, control.go) and is mapped onto the same range
+// A pod is one user namespace with one id range (issue 29, items 2 and
+// 3). Its containers join the pause container's ipc, uts, net and pid
+// namespaces by path, /proc/<its init>/ns/<type>; with a range of its own
+// each, uid 0 of one container would be a stranger to another's shared
+// memory and files, and with a user namespace of its own each, a
+// container's root would hold no capability over the namespaces it joined
+// (the pod's hostname, its SysV objects, its network). So a config that
+// joins a namespace of another moat container of the same --root asks
+// that container's monitor for a copy of its range's lease (the "lease"
+// request, control.go) and is mapped onto the same range
 // (nsexec.WithSharedRange), which its own monitor then holds too: the
 // range stays the pod's while any of its containers runs, whichever ends
-// first. The user namespace itself is not shared yet: joining one needs a
-// single-threaded process, which the Go init is not.
+// first. And it joins that container's user namespace,
+// /proc/<its init>/ns/user, opened here beside the others
+// (nsexec.WithJoin): nsexec's init joins it from C before its Go runtime
+// starts, so such a container is started by a re-exec of moat-runtime
+// (built with cgo), not by moat-init, which has none. A build without cgo
+// cannot join a user namespace at all (nsexec.UserJoinSupported): there a
+// pod's container keeps a user namespace of its own on the pod's range,
+// as before, and the log says so.
 //
 // Which container a path names is read from the state root: the
 // container whose state's init (Pid, PidStart) is the path's pid, still
@@ -47,12 +57,31 @@ var podJoins = map[specs.LinuxNamespaceType]string{
 	specs.IPCNamespace: "ipc", specs.UTSNamespace: "uts", specs.NetworkNamespace: "net", specs.PIDNamespace: "pid",
 }
 
+// podShare is what a container of a pod shares with the pod's container:
+// a copy of its range's lease, and its user namespace (nil where it is not
+// to be joined). The caller closes both once the sandbox was spawned.
+type podShare struct {
+	lease *os.File
+	user  *os.File
+}
+
+func (s *podShare) close() {
+	if s == nil {
+		return
+	}
+	for _, f := range []*os.File{s.lease, s.user} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
 // podLease returns a copy of the lease of the moat container whose
 // namespaces the config joins (files are the opened joins, one per
-// plan.Joins entry), or nil when it joins none, the config maps its own
-// ids, or the runtime is not host root (it holds no ranges then). The
-// caller closes it once the sandbox was spawned.
-func podLease(stateRoot string, plan *oci.Plan, files []*os.File, log *slog.Logger) (*os.File, error) {
+// plan.Joins entry), with its user namespace, or nil when it joins none,
+// the config maps its own ids, or the runtime is not host root (it holds
+// no ranges then).
+func podLease(stateRoot string, plan *oci.Plan, files []*os.File, log *slog.Logger) (*podShare, error) {
 	if plan.UIDMap != nil || !nsexec.IsHostRoot() {
 		return nil, nil
 	}
@@ -83,6 +112,12 @@ func podLease(stateRoot string, plan *oci.Plan, files []*os.File, log *slog.Logg
 		return nil, err
 	}
 	var owner string
+	var user *os.File
+	defer func() {
+		if user != nil {
+			user.Close()
+		}
+	}()
 	for _, id := range ids {
 		d, err := root.Open(id)
 		if err != nil {
@@ -98,13 +133,26 @@ func podLease(stateRoot string, plan *oci.Plan, files []*os.File, log *slog.Logg
 				return nil, fmt.Errorf("config.json linux.namespaces: the %s namespace of container %s changed while it was joined; retry", w.name, id)
 			}
 		}
+		// Its user namespace, opened before the liveness check below, so
+		// that a pid recycled meanwhile is not taken for the init.
+		u, err := os.OpenFile(fmt.Sprintf("/proc/%d/ns/user", st.Pid), os.O_RDONLY|unix.O_CLOEXEC, 0)
 		if !oci.Alive(st.Pid, st.PidStart) {
+			if err == nil {
+				u.Close()
+			}
 			continue
 		}
+		if err != nil {
+			return nil, fmt.Errorf("the user namespace of the pod's container %s: %w", id, err)
+		}
 		if owner != "" && owner != id {
+			u.Close()
 			return nil, fmt.Errorf("config.json linux.namespaces: joins namespaces of two moat containers, %s and %s; a pod's containers join one sandbox's", owner, id)
 		}
-		owner = id
+		if user != nil {
+			user.Close()
+		}
+		owner, user = id, u
 	}
 	if owner == "" {
 		return nil, nil
@@ -120,9 +168,59 @@ func podLease(stateRoot string, plan *oci.Plan, files []*os.File, log *slog.Logg
 	}
 	if lease == nil {
 		log.Debug("the pod's container holds no id range; this one gets its own", "pod", owner)
+		return nil, nil
 	}
-	return lease, nil
+	share := &podShare{lease: lease}
+	if nsexec.UserJoinSupported() {
+		share.user, user = user, nil
+	} else {
+		noUserJoin.Do(func() {
+			log.Warn("this moat-runtime was built without cgo, so a pod's containers cannot share its user namespace: each gets one of its own on the pod's id range", "pod", owner)
+		})
+	}
+	return share, nil
 }
+
+// podKernFS mounts the sysfs and mqueue the config asks of the network
+// and ipc namespaces it joins (Plan.JoinedSysfs, JoinedMqueue) where the
+// container joins the pod's user namespace and that one owns them
+// (NS_GET_USERNS): its root is then the owner's root, whom the kernel
+// lets mount them. Otherwise they stay left out.
+func podKernFS(cfg *nsexec.Config, plan *oci.Plan, files []*os.File, pod *podShare) error {
+	if pod == nil || pod.user == nil {
+		return nil
+	}
+	for i, ns := range plan.Joins {
+		switch {
+		case ns.Type == specs.NetworkNamespace && plan.JoinedSysfs && ownedBy(files[i], pod.user):
+			// The image's /sys, made where it lacks one, as runc would.
+			if err := oci.CreateTargets(plan.Config.Rootfs, []oci.Target{{Path: "/sys", Dir: true}}); err != nil {
+				return err
+			}
+			cfg.Sysfs = true
+		case ns.Type == specs.IPCNamespace && plan.JoinedMqueue && ownedBy(files[i], pod.user):
+			cfg.Mqueue = true
+		}
+	}
+	return nil
+}
+
+// ownedBy says whether the namespace open at ns belongs to the user
+// namespace open at user (linux/nsfs.h NS_GET_USERNS).
+func ownedBy(ns, user *os.File) bool {
+	const nsGetUserNS = 0xb701
+	u, err := unix.IoctlRetInt(int(ns.Fd()), nsGetUserNS)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(u)
+	var a, b unix.Stat_t
+	return unix.Fstat(u, &a) == nil && unix.Fstat(int(user.Fd()), &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
+}
+
+// noUserJoin says once that a build without cgo keeps a user namespace
+// per container.
+var noUserJoin sync.Once
 
 // sameNS says whether f is the namespace at path (same device and inode).
 func sameNS(f *os.File, path string) bool {

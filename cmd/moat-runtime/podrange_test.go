@@ -49,9 +49,9 @@ func execOut(t *testing.T, root, id string, argv ...string) string {
 // the pod: the uid maps are the same, and a SysV shared memory segment of
 // mode 0600 that one container's root made is usable by the other's, both
 // ways (with a range each, the app's root is a stranger to the pause's
-// segment). With the pause container deleted while the app runs, the
-// range stays the app's: a new unrelated container gets another. A
-// container joining the ipc namespace of a process that is no moat
+// segment), and it is in the pause container's user namespace. With the
+// pause container deleted while the app runs, the range stays the app's:
+// a new unrelated container gets another. A container joining the ipc namespace of a process that is no moat
 // container keeps a range of its own.
 func TestPodIsOneIDRange(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -86,6 +86,12 @@ func TestPodIsOneIDRange(t *testing.T) {
 	}
 	if f := strings.Fields(podMap); len(f) != 3 || f[0] != "0" || f[1] == "0" || f[2] != "65536" {
 		t.Fatalf("the pod's uid map %q, want 0 onto a block of 65536 that is not host root", podMap)
+	}
+	// One user namespace too (item 2), where the build can join one; a
+	// build without cgo keeps one per container on the pod's range.
+	podUser, appUser := execOut(t, root, "pause", "readlink", "/proc/self/ns/user"), execOut(t, root, "app", "readlink", "/proc/self/ns/user")
+	if joined := appUser == podUser; joined != nsexec.UserJoinSupported() {
+		t.Fatalf("the app's user namespace %q, the pause's %q: joined %v, want %v (a build with cgo joins)", appUser, podUser, joined, nsexec.UserJoinSupported())
 	}
 	// 0600 segments: the pause's root makes one the app's root uses, and
 	// the other way round.

@@ -56,13 +56,16 @@ func filterFor(profile *specs.LinuxSeccomp) ([]byte, error) {
 // caller's id otherwise; the pod's block, nsexec.WithSharedRange, when
 // podLease found one), with id-mapped mounts when moat picked it as root,
 // so the image's and volumes' owners are the container's as under runc.
-func identityOptions(plan *oci.Plan, pod *os.File) []nsexec.Option {
+func identityOptions(plan *oci.Plan, pod *podShare) []nsexec.Option {
 	if plan.UIDMap != nil {
 		return []nsexec.Option{nsexec.WithIDMaps(plan.UIDMap, plan.GIDMap)}
 	}
 	opts := []nsexec.Option{nsexec.WithHostRange()}
 	if pod != nil {
-		opts = []nsexec.Option{nsexec.WithSharedRange(pod)}
+		opts = []nsexec.Option{nsexec.WithSharedRange(pod.lease)}
+		if pod.user != nil {
+			opts = append(opts, nsexec.WithJoin(pod.user))
+		}
 	}
 	if plan.IDMapMounts {
 		opts = append(opts, nsexec.WithIDMappedMounts())
@@ -357,7 +360,7 @@ func prepareSandbox(o createOpts, stateRoot string, spec *specs.Spec, plan *oci.
 	raiseRlimits(cfg.Rlimits)
 	// A process.args[0] that is not there fails create, as under runc
 	// (execFailure has its words).
-	opts := append([]nsexec.Option{nsexec.WithLogger(log), nsexec.WithHandover(), nsexec.WithToolCheck(plan.Args[0], plan.Env)}, initOption()...)
+	opts := []nsexec.Option{nsexec.WithLogger(log), nsexec.WithHandover(), nsexec.WithToolCheck(plan.Args[0], plan.Env)}
 	jopts, joined, closeJoins, err := joinOptions(plan)
 	if err != nil {
 		return nil, err
@@ -368,10 +371,18 @@ func prepareSandbox(o createOpts, stateRoot string, spec *specs.Spec, plan *oci.
 	if err != nil {
 		return nil, err
 	}
-	if pod != nil {
-		defer pod.Close()
+	defer pod.close()
+	if pod == nil || pod.user == nil {
+		opts = append(opts, initOption()...)
+	} else {
+		// moat-init has no cgo, and the join of the pod's user namespace
+		// is C (podrange.go): this binary's re-exec is the init.
+		log.Debug("the init joins the pod's user namespace: a re-exec of moat-runtime, not " + initBinary)
 	}
 	opts = append(opts, identityOptions(plan, pod)...)
+	if err := podKernFS(&cfg, plan, joined, pod); err != nil {
+		return nil, err
+	}
 	var cgroupsPath string
 	var devices []specs.LinuxDeviceCgroup
 	if spec.Linux != nil {

@@ -87,13 +87,16 @@ func (t *translator) mounts() {
 
 // kernfs takes a config's sysfs at /sys and mqueue at /dev/mqueue: moat
 // mounts its own, read-only for sysfs, where the kernel lets the sandbox
-// mount one, of its own network or ipc namespace; in a joined one it
-// cannot, and the note says what /sys or /dev/mqueue is then.
+// mount one, of its own network or ipc namespace; in a joined one only
+// where it joins the user namespace owning it too (a pod's, which the
+// runtime decides: Plan.JoinedSysfs, JoinedMqueue), and the note says
+// what /sys or /dev/mqueue is otherwise.
 func (t *translator) kernfs(m specs.Mount, dst string) bool {
 	switch {
 	case dst == "/sys" && m.Type == "sysfs":
 		if t.joins(specs.NetworkNamespace) {
-			t.note("mounts /sys: no sysfs (the joined network namespace belongs to another user namespace, and the kernel gives a sysfs only to its owner); /sys is the image's own directory")
+			t.plan.JoinedSysfs = true
+			t.note("mounts /sys: no sysfs unless the container joins the user namespace that owns the joined network namespace (a pod's; the kernel gives a sysfs only to its owner); else /sys is the image's own directory")
 			return true
 		}
 		t.plan.Config.Sysfs = true
@@ -104,7 +107,8 @@ func (t *translator) kernfs(m specs.Mount, dst string) bool {
 		return true
 	case dst == "/dev/mqueue" && m.Type == "mqueue":
 		if t.joins(specs.IPCNamespace) {
-			t.note("mounts /dev/mqueue: not mounted (the joined ipc namespace belongs to another user namespace, and the kernel gives its message queues only to its owner)")
+			t.plan.JoinedMqueue = true
+			t.note("mounts /dev/mqueue: not mounted unless the container joins the user namespace that owns the joined ipc namespace (a pod's; the kernel gives its message queues only to its owner)")
 			return true
 		}
 		t.plan.Config.Mqueue = true

@@ -59,6 +59,12 @@ type Plan struct {
 	OOMScoreAdj *int
 	// CgroupNS: the config asks for a cgroup namespace.
 	CgroupNS bool
+	// JoinedSysfs and JoinedMqueue: the config mounts a sysfs (mqueue) of
+	// a network (ipc) namespace it joins, which only the user namespace
+	// owning that namespace may mount: left out (a note says so) unless
+	// the runtime joins that user namespace too (a pod's), when it sets
+	// Config.Sysfs (Config.Mqueue) itself.
+	JoinedSysfs, JoinedMqueue bool
 	// Notes say what moat provides itself in place of a config entry.
 	Notes []string
 }
@@ -293,7 +299,7 @@ func (t *translator) join(field string, ns specs.LinuxNamespace) {
 	case specs.NetworkNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.PIDNamespace, specs.CgroupNamespace:
 		t.plan.Joins = append(t.plan.Joins, ns)
 	case specs.UserNamespace:
-		t.refuse(field+".path", ns.Path, "a pod's shared user namespace is not joined yet: each moat sandbox has a user namespace of its own (drop the path; hostUsers: false pods come with the later step)")
+		t.refuse(field+".path", ns.Path, "a user namespace path is not joined from the config: moat-runtime joins a pod's container to its pod's user namespace itself, found from the other namespaces it joins (drop the path; hostUsers: false pods come with a later step)")
 	case specs.MountNamespace:
 		t.refuse(field+".path", ns.Path, "moat builds each sandbox's mount namespace itself and joins none")
 	default:

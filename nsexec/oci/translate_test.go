@@ -224,8 +224,8 @@ func TestTranslateJoins(t *testing.T) {
 	if len(p.NetSysctl) != 2 || p.NetSysctl["net.ipv4.ip_unprivileged_port_start"] != "0" || len(p.Config.Sysctl) != 0 {
 		t.Fatalf("net sysctls of a joined network namespace: runtime %v, init %v", p.NetSysctl, p.Config.Sysctl)
 	}
-	if p.Config.Sysfs || p.Config.Mqueue {
-		t.Fatal("a sysfs or an mqueue in joined namespaces")
+	if p.Config.Sysfs || p.Config.Mqueue || !p.JoinedSysfs || !p.JoinedMqueue {
+		t.Fatal("a sysfs or an mqueue in joined namespaces, or not left to the runtime (JoinedSysfs, JoinedMqueue)")
 	}
 	// The engine's /dev/shm goes with the pod's ipc namespace.
 	if !slices.ContainsFunc(p.Config.Mounts, func(m specs.Mount) bool { return m.Destination == "/dev/shm" && m.Source == "/var/x/shm" }) {
