@@ -81,7 +81,7 @@ func (r *runtime) start(args []string) error {
 	if err := request(d.At(controlSocket), ctlRequest{Op: "start"}); err != nil {
 		return fmt.Errorf("start container %s: %w", st.ID, err)
 	}
-	return nil
+	return r.poststart(d, st) // hooks.go
 }
 
 // state prints the OCI state document.
@@ -196,9 +196,11 @@ func (r *runtime) delete(args []string) error {
 		// exits: the state goes after it.
 		waitGone(st.Monitor, st.MonitorStart, 10*time.Second)
 	}
+	poststop := r.poststopLater(d, st) // hooks.go
 	if err := d.Remove(); err != nil {
 		return err
 	}
+	defer poststop()
 	if st == nil || st.Exit == nil {
 		// The monitor died without recording the end (killed; current
 		// reads it as stopped, so the status cannot tell), or before it
@@ -213,7 +215,11 @@ func (r *runtime) delete(args []string) error {
 // remove deletes a container's state, quietly (run's cleanup).
 func (r *runtime) remove(id string) {
 	if d, err := r.open(id); err == nil {
-		d.Remove()
+		st, _, _ := current(d)
+		poststop := r.poststopLater(d, st) // hooks.go
+		if d.Remove() == nil {
+			poststop()
+		}
 	}
 }
 
