@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,8 +39,10 @@ import (
 //	                         12, 13)
 //	poststart                start, once the process runs: a failure fails
 //	                         start and the container is killed (step 9 of
-//	                         runtime-spec 1.1 and later; runc 1.2 does the
-//	                         same), left stopped for delete
+//	                         runtime-spec since opencontainers/runtime-spec
+//	                         #1262, which wrote down what runc always did),
+//	                         left stopped, for delete and its poststop
+//	                         hooks (runc issue 5182: runc skips them)
 //	poststop                 delete (and run's end), once the container is
 //	                         gone: a failure is a warning, the other hooks
 //	                         still run, delete succeeds (step 13)
@@ -82,6 +85,9 @@ var ErrHookTimeout = errors.New("killed at its timeout")
 // runHooks runs hooks of kind in order, each given state on stdin, and
 // returns the first failure.
 func runHooks(kind string, hooks []specs.Hook, state []byte, log *slog.Logger) error {
+	if len(hooks) > 0 {
+		stdioOnly()
+	}
 	for i, h := range hooks {
 		if err := runHook(kind, i, h, state, log); err != nil {
 			return err
@@ -93,10 +99,33 @@ func runHooks(kind string, hooks []specs.Hook, state []byte, log *slog.Logger) e
 // warnHooks runs every hook of kind, a failure logged as a warning (on
 // stderr too, where runc's go without --log).
 func warnHooks(kind string, hooks []specs.Hook, state []byte, log *slog.Logger) {
+	if len(hooks) > 0 {
+		stdioOnly()
+	}
 	for i, h := range hooks {
 		if err := runHook(kind, i, h, state, log); err != nil {
 			log.Warn(err.Error())
 			fmt.Fprintf(os.Stderr, "moat-runtime: warning: %v\n", err)
+		}
+	}
+}
+
+// stdioOnly marks every descriptor of this process above stdio
+// close-on-exec (close_range(2) CLOSE_RANGE_CLOEXEC, Linux 5.11), so a hook
+// gets its stdio alone. Go opens its own descriptors close-on-exec, but
+// not those the runtime inherited from the engine (exec.Cmd passes them
+// on), and when the create hooks run this process also holds the
+// sandbox's sync socket and pidfd. The hooks are the last programs a
+// runtime command starts (the monitor is started before them), so no
+// other exec loses a descriptor it should have had.
+func stdioOnly() {
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // The hooks of the runtime namespace (hooks.go): the engine's programs,
@@ -20,10 +21,11 @@ import (
 // recordHook is a hook (the host's /bin/sh, every command by its path:
 // the hook may have no PATH) that writes, in dir, its stdin to KIND.state,
 // its environment as execve gave it to KIND.env, its namespaces to
-// KIND.ns and its uid to KIND.uid, and appends KIND to order.
+// KIND.ns, its uid to KIND.uid and the descriptors a program it runs
+// inherits to KIND.fds, and appends KIND to order.
 func recordHook(dir, kind string, env ...string) specs.Hook {
 	script := fmt.Sprintf(`/bin/cat > %[1]s/%[2]s.state && /bin/cp /proc/$$/environ %[1]s/%[2]s.env && `+
-		`for n in %[3]s; do /bin/readlink /proc/$$/ns/$n; done > %[1]s/%[2]s.ns && /usr/bin/id -u > %[1]s/%[2]s.uid && echo %[2]s >> %[1]s/order`,
+		`for n in %[3]s; do /bin/readlink /proc/$$/ns/$n; done > %[1]s/%[2]s.ns && /usr/bin/id -u > %[1]s/%[2]s.uid && /bin/ls /proc/self/fd > %[1]s/%[2]s.fds && echo %[2]s >> %[1]s/order`,
 		dir, kind, strings.Join(namespaces, " "))
 	return specs.Hook{Path: "/bin/sh", Args: []string{"sh", "-c", script}, Env: env}
 }
@@ -56,7 +58,9 @@ func hookSaw(t *testing.T, dir, kind string) specs.State {
 // runtime's, none of the container's init's), as the runtime's user, with
 // the state on stdin (id, the init's pid, status, bundle, annotations)
 // and exactly its env: none of the runtime's environment (a variable set
-// for it here), nothing at all for a hook that gives none.
+// for it here), nothing at all for a hook that gives none; and it holds
+// no descriptor but its stdio (create holds the sandbox's sync socket,
+// its pidfd and the handoff socket when the create hooks run).
 func TestHooksRunOnTheHost(t *testing.T) { testHooksRunOnTheHost(t) }
 
 // TestHooksRunOnTheHostAsNobody is TestHooksRunOnTheHost run by nobody.
@@ -75,6 +79,13 @@ func testHooksRunOnTheHost(t *testing.T) {
 	}
 	b := writeBundle(t, spec)
 	t.Setenv("MOAT_LEAK", "the runtime's own environment")
+	// A descriptor the engine leaked to the runtime (not close-on-exec),
+	// which exec.Cmd would pass on to a hook.
+	leak, err := unix.Open(os.DevNull, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(leak)
 	if _, errs, code := rt(t, root, "create", "--bundle", b, "h1"); code != 0 {
 		t.Fatalf("create: exit %d: %s", code, errs)
 	}
@@ -136,6 +147,10 @@ func testHooksRunOnTheHost(t *testing.T) {
 		got := strings.Split(strings.TrimSuffix(readFile(t, filepath.Join(out, kind+".env")), "\x00"), "\x00")
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("the %s hook's environment is %q, want exactly %q", kind, got, want)
+		}
+		// ls lists its own directory's too.
+		if got := readFile(t, filepath.Join(out, kind+".fds")); got != "0\n1\n2\n3\n" {
+			t.Errorf("the %s hook's ls holds descriptors %q, want its stdio and its directory alone", kind, got)
 		}
 		if got := readFile(t, filepath.Join(out, kind+".uid")); got != uid {
 			t.Errorf("the %s hook ran as uid %q, the runtime's is %q", kind, got, uid)
