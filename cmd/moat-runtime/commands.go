@@ -81,7 +81,7 @@ func (r *runtime) start(args []string) error {
 	if err := request(d.At(controlSocket), ctlRequest{Op: "start"}); err != nil {
 		return fmt.Errorf("start container %s: %w", st.ID, err)
 	}
-	return nil
+	return r.poststart(d, st) // hooks.go
 }
 
 // state prints the OCI state document.
@@ -207,9 +207,11 @@ func (r *runtime) delete(args []string) error {
 			return fmt.Errorf("delete container %s: %w", id, err)
 		}
 	}
+	poststop := r.poststopLater(d, st) // hooks.go
 	if err := d.Remove(); err != nil {
 		return err
 	}
+	defer poststop()
 	if orphan {
 		// A cgroup leaf of moat's own (no cgroupsPath) is left too; moat
 		// removes the leaves whose owner is gone, as every moat process
@@ -222,7 +224,11 @@ func (r *runtime) delete(args []string) error {
 // remove deletes a container's state, quietly (run's cleanup).
 func (r *runtime) remove(id string) {
 	if d, err := r.open(id); err == nil {
-		d.Remove()
+		st, _, _ := current(d)
+		poststop := r.poststopLater(d, st) // hooks.go
+		if d.Remove() == nil {
+			poststop()
+		}
 	}
 }
 

@@ -104,6 +104,10 @@ func (r *runtime) createContainer(o createOpts) (*container, error) {
 		return nil, err
 	}
 	defer dir.Close()
+	if err := saveHooks(dir, spec.Hooks); err != nil { // hooks.go
+		removeDir(root, o.id)
+		return nil, err
+	}
 	mon, conn, err := r.startMonitor(root, o.id, plan.Terminal)
 	if err != nil {
 		removeDir(root, o.id)
@@ -117,6 +121,7 @@ func (r *runtime) createContainer(o createOpts) (*container, error) {
 		conn.Close()
 		waitMonitor(mon)
 		removeDir(root, o.id)
+		afterFailedCreate(err, o.id, bundle, spec, r.log.logger)
 		return nil, err
 	}
 	conn.Close()
@@ -230,6 +235,14 @@ func (r *runtime) handOver(o createOpts, spec *specs.Spec, bundle string, plan *
 			return nil, errors.New(rep.Error)
 		}
 		return nil, fmt.Errorf("the container's monitor failed before it answered: %w", err)
+	}
+	// The prestart and createRuntime hooks (hooks.go), which take their
+	// own time; a failure ends the sandbox, and the monitor undoes the
+	// rest without a commit.
+	conn.SetDeadline(time.Time{})
+	if err := createHooks(spec.Hooks, dir, r.log.logger); err != nil {
+		proc.Signal(unix.SIGKILL)
+		return nil, fmt.Errorf("create container %s: %w", o.id, err)
 	}
 	if o.pidFile != "" {
 		if err := writePidFile(o.pidFile, h.Pid); err != nil {

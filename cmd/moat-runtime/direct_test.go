@@ -164,11 +164,11 @@ func testRunExitStatus(t *testing.T) {
 func TestRefusalIsClear(t *testing.T) {
 	root := t.TempDir()
 	_, spec := bundle(t, "/bin/true")
-	spec.Hooks = &specs.Hooks{Poststop: []specs.Hook{{Path: "/bin/true"}}}
+	spec.Hooks = &specs.Hooks{StartContainer: []specs.Hook{{Path: "/bin/true"}}}
 	spec.Linux.Namespaces = spec.Linux.Namespaces[:4] // no mount namespace
 	b := writeBundle(t, spec)
 	_, errs, code := rt(t, root, "create", "--bundle", b, "c3")
-	if code != 1 || !contains2(errs, "hooks", "mount", "moat always creates a new one") {
+	if code != 1 || !contains2(errs, "hooks.startContainer", "mount", "moat always creates a new one") {
 		t.Fatalf("create: exit %d: %s", code, errs)
 	}
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {

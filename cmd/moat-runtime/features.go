@@ -18,7 +18,9 @@ func (r *runtime) features(args []string) error {
 	doc := features.Features{
 		OCIVersionMin: "1.0.0",
 		OCIVersionMax: specs.Version,
-		Hooks:         []string{},
+		// Those of the runtime namespace, run on the host (hooks.go);
+		// createContainer and startContainer are refused.
+		Hooks: []string{"prestart", "createRuntime", "poststart", "poststop"},
 		// What nsexec builds (nsexec.CheckMount; TestFeatures checks each).
 		MountOptions: []string{"ro", "rw", "rro", "rrw", "bind", "rbind", "idmap", "ridmap", "nosuid", "rnosuid", "nodev", "rnodev", "noexec", "rnoexec", "exec", "rexec",
 			"nosymfollow", "rnosymfollow", "symfollow", "private", "rprivate", "unbindable", "runbindable", "shared", "rshared", "slave", "rslave",

@@ -63,8 +63,9 @@ func TestJSONLog(t *testing.T) {
 }
 
 // TestFeatures: the features document is valid JSON of the runtime-spec
-// type and says what moat does not do (no hooks, no AppArmor, the systemd
-// cgroup driver only where systemd is the host's init, never the user's).
+// type and says what moat does and does not do (the hooks of the runtime
+// namespace only, no AppArmor, the systemd cgroup driver only where
+// systemd is the host's init, never the user's).
 func TestFeatures(t *testing.T) {
 	out, errs, code := rt(t, t.TempDir(), "features")
 	if code != 0 {
@@ -74,7 +75,7 @@ func TestFeatures(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &f); err != nil {
 		t.Fatalf("features %q: %v", out, err)
 	}
-	if f.Linux == nil || len(f.Hooks) != 0 || *f.Linux.Cgroup.Systemd != cgroups.SystemdBooted() || *f.Linux.Cgroup.SystemdUser || *f.Linux.Apparmor.Enabled || !*f.Linux.Seccomp.Enabled || len(f.Linux.Namespaces) != 7 {
+	if f.Linux == nil || strings.Join(f.Hooks, ",") != "prestart,createRuntime,poststart,poststop" || *f.Linux.Cgroup.Systemd != cgroups.SystemdBooted() || *f.Linux.Cgroup.SystemdUser || *f.Linux.Apparmor.Enabled || !*f.Linux.Seccomp.Enabled || len(f.Linux.Namespaces) != 7 {
 		t.Fatalf("features: %s", out)
 	}
 	// Every mount option it names is one nsexec builds, on a bind (an

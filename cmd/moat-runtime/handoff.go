@@ -24,6 +24,7 @@ import (
 //	create -> monitor: a handoff line, with the sync socket, the init's
 //	         pidfd, the host id's lock, the control listener and the pty
 //	monitor: adopts the sandbox, writes the state (created), answers ok
+//	create:  runs the prestart and createRuntime hooks (hooks.go)
 //	create:  writes --pid-file (the init's pid), says commit, exits; the
 //	         init and the monitor are reparented to the engine's subreaper
 //

@@ -121,7 +121,14 @@ func TestTranslateRefuses(t *testing.T) {
 		{"linux.namespaces[5]", func(s *specs.Spec) {
 			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "time"})
 		}},
-		{"hooks", func(s *specs.Spec) { s.Hooks = &specs.Hooks{Poststop: []specs.Hook{{Path: "/bin/true"}}} }},
+		{"hooks.createContainer", func(s *specs.Spec) { s.Hooks = &specs.Hooks{CreateContainer: []specs.Hook{{Path: "/bin/true"}}} }},
+		{"hooks.startContainer", func(s *specs.Spec) { s.Hooks = &specs.Hooks{StartContainer: []specs.Hook{{Path: "/bin/true"}}} }},
+		{"hooks.poststop[1].path", func(s *specs.Spec) {
+			s.Hooks = &specs.Hooks{Poststop: []specs.Hook{{Path: "/bin/true"}, {Path: "true"}}}
+		}},
+		{"hooks.prestart[0].timeout", func(s *specs.Spec) {
+			s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{Path: "/bin/true", Timeout: new(0)}}}
+		}},
 		{"hostname", func(s *specs.Spec) { s.Hostname = "c1\n10.0.0.1 bank.example" }},
 		{"process.user", func(s *specs.Spec) { s.Process.User.UID = 1<<32 - 1 }},
 		{"process.user.umask", func(s *specs.Spec) { s.Process.User.Umask = new(uint32(0o1022)) }},
@@ -193,7 +200,7 @@ func TestTranslateRefuses(t *testing.T) {
 	}
 	// Two problems: both named.
 	s := podmanSpec()
-	s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{Path: "/x"}}}
+	s.Hooks = &specs.Hooks{CreateContainer: []specs.Hook{{Path: "/x"}}}
 	s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/kvm"}}
 	_, err := Translate(s, "/b", true)
 	if err == nil || !strings.Contains(err.Error(), "hooks") || !strings.Contains(err.Error(), "linux.devices") {
