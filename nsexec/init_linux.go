@@ -99,6 +99,8 @@ type child struct {
 	tool int
 	// handover: no parent-death signal (WithHandover).
 	handover bool
+	// tmpDir is the run's TMPDIR in mode no-userns (nouserns_linux.go).
+	tmpDir string
 	// sendMu serializes the init's messages to its launcher once the
 	// tool runs (the reaper's, the exec thread's).
 	sendMu sync.Mutex
@@ -137,7 +139,8 @@ func (c *child) run() error {
 	if w.Proc {
 		c.procFD = next
 	}
-	c.keepHostname = w.KeepHostname
+	c.keepHostname = w.KeepHostname || c.cfg.NoUserNS
+	c.tmpDir = w.TmpDir
 	if unix.Getpid() != 1 {
 		// Born in a joined pid namespace: the kernel will not end what
 		// the init leaves behind (zap_pid_ns_processes is for a
@@ -174,8 +177,10 @@ func (c *child) run() error {
 		}
 	}
 	c.mark(markGo)
-	if err := c.buildRoot(); err != nil {
-		return err
+	if !c.cfg.NoUserNS { // no-userns: the host's root, no mount namespace
+		if err := c.buildRoot(); err != nil {
+			return err
+		}
 	}
 	if err := c.hygiene(); err != nil {
 		return err
