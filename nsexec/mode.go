@@ -60,4 +60,3 @@ func (m Mode) Drops() []string {
 // HostnameDrop is what Config.InheritHostname drops of full mode, in any
 // rung (HostnameRefused).
 const HostnameDrop = "hostname: the sandbox's own uts namespace keeps the launcher's hostname (a seccomp filter around moat refuses sethostname)"
-
