@@ -114,7 +114,7 @@ func spawnNoUserNS(ctx context.Context, c *Config, stdio Stdio, o *options, defe
 	if err != nil {
 		return nil, nil, &SetupError{Step: StepTmp, Path: noUserNSTmpRoot, Errno: errnoOf(err), Detail: "the run's TMPDIR (mode " + string(ModeNoUserNS) + ")"}
 	}
-	o.noTail = true // the Go init supervises, under the rung's filter
+	o.noTail = true    // the Go init supervises, under the rung's filter
 	o.ownerMap = false // no mount, so no id-mapped one
 	o.tmpDir = tmp
 	prev := o.after
