@@ -31,12 +31,17 @@ type modeReport struct {
 }
 
 func diagnoseMode() modeReport {
-	if refused, why := nsexec.UserNSRefused(); refused {
-		return modeReport{Mode: string(nsexec.ModeNoUserNS), Reason: why + "; moat does not run that mode yet",
-			Drops: []string{"namespaces: no sandbox can be made"}}
-	}
 	m, why := nsexec.HostMode()
 	r := modeReport{Mode: string(m), Reason: why, Drops: m.Drops()}
+	if m == nsexec.ModeNoUserNS {
+		// No namespace to keep a hostname in; the rung runs only with
+		// the Landlock it needs.
+		if err := nsexec.CheckNoUserNS(); err != nil {
+			r.Reason += "; " + err.Error()
+			r.Drops = []string{"namespaces: no sandbox can be made"}
+		}
+		return r
+	}
 	if refused, hwhy := nsexec.HostnameRefused(); refused {
 		r.Drops = append(r.Drops, nsexec.HostnameDrop)
 		r.Reason = strings.TrimPrefix(r.Reason+"; "+hwhy, "; ")
@@ -45,5 +50,6 @@ func diagnoseMode() modeReport {
 }
 
 // modeFix is how to get full mode back.
-const modeFix = "run moat on the host, or in a container with an unmasked /proc (--security-opt systempaths=unconfined; " +
+const modeFix = "run moat on the host where user namespaces are allowed (not inside a moat sandbox; user.max_user_namespaces above 0, no LSM or seccomp profile that refuses them), " +
+	"or in a container with an unmasked /proc (--security-opt systempaths=unconfined; " +
 	"a pod's procMount: Unmasked) and a seccomp profile that allows sethostname (or CAP_SYS_ADMIN). Policies that require mode full (strict) are refused meanwhile"
