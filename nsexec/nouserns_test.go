@@ -125,12 +125,12 @@ attempt("setuid", lambda: os.setuid(os.getuid()))
 func TestNoUserNSWallsOffTheHost(t *testing.T) {
 	inNoUserNS(t, func(t *testing.T) {
 		py := "/usr/bin/python3" // the system's, beneath the rung's rx paths
-		if _, err := os.Stat(py); err != nil {
-			testenv.Skipf(t, "no %s: %v", py, err)
-		}
 		cfg, ok := noUserNSConfig(t, py, "-c", noUserNSAttacks)
 		if !ok {
 			return
+		}
+		if _, err := os.Stat(py); err != nil {
+			testenv.Skipf(t, "no %s: %v", py, err)
 		}
 		base := filepath.Dir(cfg.Workdir)
 		out := filepath.Join(base, "outside")

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/moat-sandbox/moat/conformance"
 	"github.com/moat-sandbox/moat/conformance/testenv"
 	"github.com/moat-sandbox/moat/executor/native"
 	"github.com/moat-sandbox/moat/nsexec"
@@ -63,5 +65,48 @@ func TestNoUserNSMode(t *testing.T) {
 	var me *native.ModeError
 	if !errors.As(err, &me) || me.Required != nsexec.ModeFull || me.Mode != nsexec.ModeNoUserNS || !strings.Contains(err.Error(), "no-userns") {
 		t.Fatalf("strict in no-userns: %v, want a *native.ModeError naming full and no-userns", err)
+	}
+}
+
+// The kit's claim for the no-userns rung passes in it, as root and as
+// nobody: every check but i5 (the host's processes are seen) and i8 (the
+// tool's files are the launcher's).
+func TestConformanceNoUserNS(t *testing.T) {
+	if testenv.InNoUserNS(t) {
+		if !testenv.ReRun() && !t.Failed() && os.Geteuid() == 0 {
+			testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID)
+		}
+		return
+	}
+	if abi := nsexec.LandlockABI(); abi < nsexec.NoUserNSMinABI {
+		// The VM's ABI 2: the rung, and so the kit in it, is refused.
+		var le *nsexec.LandlockABIError
+		if _, err := native.New(native.WithoutCgroups()); !errors.As(err, &le) || le.Have != abi {
+			t.Fatalf("Landlock ABI %d: the provider = %v, want the *nsexec.LandlockABIError", abi, err)
+		}
+		return
+	}
+	claim := conformance.ModeIsolation(string(nsexec.ModeNoUserNS))
+	if nsexec.LandlockABI() < 6 {
+		claim.Network = false // the host's abstract sockets are scoped from ABI 6 only
+	}
+	conformance.Run(t, newProvider, conformance.WithIsolation(claim))
+}
+
+// Below the rung's Landlock ABI, raised here to one above this kernel's
+// as the VM's ABI 2 is for real, New refuses it: a *native.ModeError
+// wrapping the *nsexec.LandlockABIError, naming both ABIs.
+func TestNoUserNSModeBelowLandlockABI(t *testing.T) {
+	if testenv.InNoUserNS(t) {
+		return
+	}
+	defer func(v int) { nsexec.NoUserNSMinABI = v }(nsexec.NoUserNSMinABI)
+	nsexec.NoUserNSMinABI = nsexec.LandlockABI() + 1
+	_, err := native.New(native.WithoutCgroups())
+	var le *nsexec.LandlockABIError
+	var me *native.ModeError
+	if !errors.As(err, &me) || me.Mode != nsexec.ModeNoUserNS || !errors.As(err, &le) || le.Need != nsexec.NoUserNSMinABI ||
+		!strings.Contains(err.Error(), "ABI "+strconv.Itoa(le.Need)) || !strings.Contains(err.Error(), "ABI "+strconv.Itoa(le.Have)) {
+		t.Fatalf("New = %v, want a *native.ModeError with the *nsexec.LandlockABIError naming both ABIs", err)
 	}
 }
