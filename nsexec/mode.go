@@ -51,7 +51,7 @@ func (m Mode) Drops() []string {
 			"namespaces: none; the tool sees the host's processes and their command lines in /proc, its hostname, SysV IPC and message queues",
 			"identity: the tool runs as the launcher's uid, and what it writes is the launcher's",
 			"filesystem: Landlock is the wall (read and execute of the system directories, read of a fixed /etc list, the workdir and TMPDIR writable), the tool sees host paths",
-			"filter: chmod, chown, xattrs and set*id are refused, in the workdir too, and sockets are unix only",
+			"filter: chmod, chown, xattrs and set*id are refused, in the workdir too, and no socket can be made but a unix stream or seqpacket socketpair",
 		}
 	}
 	return nil

@@ -26,6 +26,16 @@ import (
 //   - socket and socketpair of any family but AF_UNIX: EAFNOSUPPORT (UDP,
 //     raw, netlink, packet sockets reach the host's network, which no
 //     namespace holds here);
+//   - socket(AF_UNIX) too: EPERM. Landlock does not check a connect to a
+//     pathname unix socket (no file is opened), so a socket of the host
+//     (the user's systemd manager or D-Bus, an ssh agent, a container
+//     engine's) would be a door out of every rule; and an AF_UNIX
+//     datagram socketpair, whose sendmsg may name any such address:
+//     EPERM. A stream or seqpacket socketpair stays (it can name no
+//     address: net/unix/af_unix.c refuses msg_name on both);
+//   - the key management calls and bpf, perf_event_open, userfaultfd:
+//     EPERM (the launcher's keyrings are the tool's own user's here; the
+//     policy's filter refuses these anyway, a policy without one does not);
 //   - io_uring_setup, _enter and _register: ENOSYS (its operations are no
 //     system calls this filter sees; liburing users fall back);
 //   - a call of another architecture (x86's 32-bit int 0x80 from an
@@ -54,6 +64,8 @@ var noUserNSRefusedCalls = []uintptr{
 	unix.SYS_SETUID, unix.SYS_SETGID, unix.SYS_SETREUID, unix.SYS_SETREGID,
 	unix.SYS_SETRESUID, unix.SYS_SETRESGID, unix.SYS_SETFSUID, unix.SYS_SETFSGID, unix.SYS_SETGROUPS,
 	unix.SYS_SETSID, unix.SYS_SETPGID,
+	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
+	unix.SYS_BPF, unix.SYS_PERF_EVENT_OPEN, unix.SYS_USERFAULTFD,
 }
 
 // noUserNSENOSYSCalls are answered ENOSYS.
@@ -91,12 +103,27 @@ func noUserNSFilter() (seccomp.Program, bool) {
 	}
 	refuse(append(noUserNSRefusedCalls, noUserNSArchCalls...), eperm)
 	refuse(noUserNSENOSYSCalls, ret(unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS)))
+	jeq := func(k uint32, jt, jf uint8) unix.SockFilter {
+		return unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: k, Jt: jt, Jf: jf}
+	}
+	ld := func(off uint32) unix.SockFilter {
+		return unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: off}
+	}
+	noFamily := ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT))
 	return append(p,
-		unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.SYS_SOCKET, Jt: 1, Jf: 0},
-		unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.SYS_SOCKETPAIR, Jt: 0, Jf: 3},
-		unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: seccompDataArg0},
-		unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.AF_UNIX, Jt: 1, Jf: 0},
-		ret(unix.SECCOMP_RET_ERRNO|uint32(unix.EAFNOSUPPORT)),
-		ret(unix.SECCOMP_RET_ALLOW),
+		/* 0 */ jeq(unix.SYS_SOCKET, 0, 4), // to 5
+		/* 1 */ ld(seccompDataArg0),
+		/* 2 */ jeq(unix.AF_UNIX, 0, 1), // to 4
+		/* 3 */ eperm, // socket(AF_UNIX)
+		/* 4 */ noFamily,
+		/* 5 */ jeq(unix.SYS_SOCKETPAIR, 0, 7), // to 13
+		/* 6 */ ld(seccompDataArg0),
+		/* 7 */ jeq(unix.AF_UNIX, 1, 0), // to 9
+		/* 8 */ noFamily,
+		/* 9 */ ld(seccompDataArg0+8), // the type, with SOCK_CLOEXEC and SOCK_NONBLOCK
+		/* 10 */ unix.SockFilter{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: 0xf},
+		/* 11 */ jeq(unix.SOCK_DGRAM, 0, 1), // to 13
+		/* 12 */ eperm,
+		/* 13 */ ret(unix.SECCOMP_RET_ALLOW),
 	), true
 }

@@ -92,6 +92,17 @@ def udp():
 def abstract_connect():
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect("\0" + abstract)
+def unix_connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(out + "/host.sock")
+def dgram_pair():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a.sendto(b"x", out + "/host.dgram")
+def stream_pair():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    a.send(b"x")
+    if b.recv(1) != b"x":
+        raise OSError(5, "lost")
 def run_outside():
     r = subprocess.run([out + "/run.sh"], capture_output=True)
     if r.returncode != 0:
@@ -113,6 +124,9 @@ attempt("tcp-bind", lambda: tcp(True))
 attempt("udp", udp)
 attempt("abstract", abstract_connect)
 attempt("signal", lambda: os.kill(pid, signal.SIGTERM))
+attempt("unix-connect", unix_connect)
+attempt("unix-dgram", dgram_pair)
+attempt("stream-pair", stream_pair)
 attempt("chmod", lambda: os.chmod(work + "/e", 0o600))
 attempt("setuid", lambda: os.setuid(os.getuid()))
 `
@@ -160,6 +174,27 @@ func TestNoUserNSWallsOffTheHost(t *testing.T) {
 				c.Close()
 			}
 		}()
+		// A pathname socket of the host, as a user's systemd manager,
+		// D-Bus or ssh agent has, and a datagram one (/dev/log's kind).
+		ul, err := net.Listen("unix", filepath.Join(out, "host.sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ul.Close()
+		go func() {
+			for {
+				c, err := ul.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		ud, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: filepath.Join(out, "host.dgram"), Net: "unixgram"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ud.Close()
 		name := "moat-test-nouserns-" + strconv.Itoa(os.Getpid())
 		al, err := net.Listen("unix", "@"+name)
 		if err != nil {
@@ -205,7 +240,8 @@ func TestNoUserNSWallsOffTheHost(t *testing.T) {
 		free := attackResults(t, string(b))
 		abi := LandlockABI()
 		for _, a := range []string{"read", "readdir", "create", "dotdot", "symlink", "truncate", "ioctl", "exec",
-			"rename-out", "rename-in", "link-out", "link-in", "tcp-connect", "tcp-bind", "udp", "abstract", "signal", "chmod", "setuid"} {
+			"rename-out", "rename-in", "link-out", "link-in", "tcp-connect", "tcp-bind", "udp", "abstract", "signal", "chmod", "setuid",
+			"unix-connect", "unix-dgram"} {
 			if free[a] != "ok" {
 				t.Errorf("%s: unsandboxed it fails (%s), so the sandbox's refusal would prove nothing", a, free[a])
 			}
@@ -223,6 +259,9 @@ func TestNoUserNSWallsOffTheHost(t *testing.T) {
 			if got[a] == "ok" || got[a] == "" {
 				t.Errorf("%s: %q in the no-userns rung, want refused", a, got[a])
 			}
+		}
+		if got["stream-pair"] != "ok" {
+			t.Errorf("a unix stream socketpair in the rung: %s, want ok", got["stream-pair"])
 		}
 		if inSandbox.ProcessState != nil {
 			t.Errorf("the process outside was signalled from the sandbox")
