@@ -20,6 +20,13 @@ func (c *child) exec() error {
 	}
 	cfg := c.cfg
 	if cfg.NoUserNS {
+		if c.workdirFD >= 0 {
+			p, err := c.workdirPath()
+			if err != nil {
+				return err
+			}
+			cfg.Workdir = p
+		}
 		cfg.Env = noUserNSEnv(cfg.Env, cfg.Workdir, c.tmpDir)
 	}
 	path, err := lookPath(cfg.Args[0], cfg.Env)

@@ -58,7 +58,7 @@ func Init() {
 	if err != nil || fd < 3 {
 		os.Exit(exitSetup)
 	}
-	c := &child{sync: fd, egress: -1, procFD: -1}
+	c := &child{sync: fd, egress: -1, procFD: -1, workdirFD: -1}
 	c.marks[markInit] = monotonic()
 	err = c.run()
 	c.fail(err)
@@ -99,8 +99,10 @@ type child struct {
 	tool int
 	// handover: no parent-death signal (WithHandover).
 	handover bool
-	// tmpDir is the run's TMPDIR in mode no-userns (nouserns_linux.go).
-	tmpDir string
+	// tmpDir is the run's TMPDIR in mode no-userns (nouserns_linux.go);
+	// workdirFD the workdir it holds there, or -1.
+	tmpDir    string
+	workdirFD int
 	// sendMu serializes the init's messages to its launcher once the
 	// tool runs (the reaper's, the exec thread's).
 	sendMu sync.Mutex
@@ -177,10 +179,12 @@ func (c *child) run() error {
 		}
 	}
 	c.mark(markGo)
-	if !c.cfg.NoUserNS { // no-userns: the host's root, no mount namespace
-		if err := c.buildRoot(); err != nil {
+	if c.cfg.NoUserNS { // the host's root, no mount namespace
+		if err := c.holdWorkdir(); err != nil {
 			return err
 		}
+	} else if err := c.buildRoot(); err != nil {
+		return err
 	}
 	if err := c.hygiene(); err != nil {
 		return err

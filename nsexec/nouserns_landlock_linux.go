@@ -105,18 +105,20 @@ func (c *child) restrictNoUserNS(tmp string) error {
 	type rule struct {
 		path   string
 		access uint64
-		must   bool // fail the setup when it cannot be opened
+		must   bool    // fail the setup when it cannot be opened
+		want   *fileID // the inode the parent opened (a bind's source)
+		fd     int     // held already (the workdir), else -1
 	}
 	var rules []rule
 	for _, p := range noUserNSSystem {
-		rules = append(rules, rule{p, llRead | llExecute, false})
+		rules = append(rules, rule{p, llRead | llExecute, false, nil, -1})
 	}
 	for _, p := range noUserNSEtc {
-		rules = append(rules, rule{p, llRead, false})
+		rules = append(rules, rule{p, llRead, false, nil, -1})
 	}
-	rules = append(rules, rule{"/proc", llRead, false})
+	rules = append(rules, rule{"/proc", llRead, false, nil, -1})
 	for _, p := range noUserNSDev {
-		rules = append(rules, rule{p, llDev, false})
+		rules = append(rules, rule{p, llDev, false, nil, -1})
 	}
 	for i := range c.cfg.Mounts {
 		m := &c.cfg.Mounts[i]
@@ -131,16 +133,30 @@ func (c *child) restrictNoUserNS(tmp string) error {
 		if spec.attr&unix.MOUNT_ATTR_NOEXEC != 0 {
 			access &^= llExecute
 		}
-		rules = append(rules, rule{m.Source, access, true})
+		var want *fileID
+		if i < len(c.srcs.Mounts) {
+			want = &c.srcs.Mounts[i]
+		}
+		rules = append(rules, rule{m.Source, access, true, want, -1})
 	}
-	if c.cfg.Workdir != "" {
-		rules = append(rules, rule{c.cfg.Workdir, all, true})
+	if c.workdirFD >= 0 {
+		rules = append(rules, rule{c.cfg.Workdir, all, true, nil, c.workdirFD})
 	}
 	if tmp != "" {
-		rules = append(rules, rule{tmp, all, true})
+		rules = append(rules, rule{tmp, all, true, nil, -1})
 	}
 	for _, r := range rules {
-		fd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		fd, err := r.fd, error(nil)
+		switch {
+		case fd >= 0:
+			fd, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+		case r.want != nil:
+			fd, err = openSource(r.path, r.want)
+		case r.must:
+			fd, err = unix.Openat2(unix.AT_FDCWD, r.path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: noSymlinks})
+		default:
+			fd, err = unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		}
 		if err != nil {
 			if r.must {
 				return stepErr(StepLandlock, r.path, "open a rule's path", err)

@@ -114,6 +114,9 @@ func spawnNoUserNS(ctx context.Context, c *Config, stdio Stdio, o *options, defe
 	if err != nil {
 		return nil, nil, &SetupError{Step: StepTmp, Path: noUserNSTmpRoot, Errno: errnoOf(err), Detail: "the run's TMPDIR (mode " + string(ModeNoUserNS) + ")"}
 	}
+	if real, err := filepath.EvalSymlinks(tmp); err == nil {
+		tmp = real // the child opens it with no link in its path
+	}
 	o.noTail = true    // the Go init supervises, under the rung's filter
 	o.ownerMap = false // no mount, so no id-mapped one
 	o.tmpDir = tmp
@@ -159,6 +162,52 @@ func noUserNSEnv(env []string, workdir, tmp string) []string {
 		out = append(out, kv)
 	}
 	return append(out, "TMPDIR="+tmp)
+}
+
+// openSource opens path, a host path the parent resolved and opened,
+// without following a link, and checks it is still that inode (want),
+// as cloneSource does for a bind (mount_linux.go): what the rule is put
+// on is what the parent checked, whatever was renamed in between.
+func openSource(path string, want *fileID) (int, error) {
+	if want == nil {
+		return -1, unix.EPROTO
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: noSymlinks})
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || idOf(&st) != *want {
+		unix.Close(fd)
+		return -1, unix.ESTALE
+	}
+	return fd, nil
+}
+
+// holdWorkdir opens the workdir the parent checked, before the tool's
+// cwd is set: the rung's Landlock rule is put on this descriptor, and
+// the tool's HOME is its path at the exec (workdirPath), since a pooled
+// sandbox's workdir is renamed to the dispatch's between the two
+// (executor/native's swapWorkdir), as a bind would follow the inode.
+func (c *child) holdWorkdir() error {
+	if c.cfg.Workdir == "" {
+		return nil
+	}
+	fd, err := openSource(c.cfg.Workdir, c.srcs.Workdir)
+	if err != nil {
+		return stepErr(StepBind, c.cfg.Workdir, "workdir (mode "+string(ModeNoUserNS)+")", err)
+	}
+	c.workdirFD = fd
+	return nil
+}
+
+// workdirPath is the held workdir's path now.
+func (c *child) workdirPath() (string, error) {
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(c.workdirFD))
+	if err != nil || !filepath.IsAbs(p) {
+		return "", stepErr(StepCwd, c.cfg.Workdir, "the workdir's path now", unix.ENOENT)
+	}
+	return p, nil
 }
 
 // noUserNSCwd is the tool's working directory: Cwd (given as a path

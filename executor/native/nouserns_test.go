@@ -110,3 +110,34 @@ func TestNoUserNSModeBelowLandlockABI(t *testing.T) {
 		t.Fatalf("New = %v, want a *native.ModeError with the *nsexec.LandlockABIError naming both ABIs", err)
 	}
 }
+
+// WithMode(no-userns) is a choice on a host that allows more: the
+// sandboxes run in the rung, from a warm pool too, and (as root) in a
+// cgroup leaf each.
+func TestNoUserNSModeChosenAndPooled(t *testing.T) {
+	if abi := nsexec.LandlockABI(); abi < nsexec.NoUserNSMinABI {
+		if _, err := native.New(native.WithMode(nsexec.ModeNoUserNS), native.WithoutCgroups()); err == nil {
+			t.Fatalf("Landlock ABI %d: WithMode(no-userns) was not refused", abi)
+		}
+		return
+	}
+	opts := []native.Option{native.WithMode(nsexec.ModeNoUserNS), native.WithPool(2)}
+	if os.Geteuid() != 0 {
+		opts = append(opts, native.WithoutCgroups())
+	}
+	p, err := native.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if n := p.Posture().Isolation.Native; n.Mode != string(nsexec.ModeNoUserNS) || n.ModeReason == "" {
+		t.Fatalf("posture mode %q (%q)", n.Mode, n.ModeReason)
+	}
+	for i := range 3 {
+		st, err := p.Run(context.Background(), &native.Command{Args: []string{"/bin/sh", "-c", `[ "$PWD" != /work ] && echo ok > "$PWD/x" && [ "$(cat x)" = ok ] && [ -d "$TMPDIR" ] && ! ls /root 2>/dev/null`},
+			Env: []string{"PATH=/usr/bin:/bin"}})
+		if err != nil || st.Code != 0 {
+			t.Fatalf("dispatch %d in no-userns from the pool: exit %+v, %v", i, st, err)
+		}
+	}
+}
