@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -103,6 +104,27 @@ def stream_pair():
     a.send(b"x")
     if b.recv(1) != b"x":
         raise OSError(5, "lost")
+import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+def raw(nr, *args):
+    if libc.syscall(nr, *args) == -1:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+def x32():
+    if platform.machine() != "x86_64":
+        raise OSError(38, "not x86_64")
+    raw(0x40000000 | 39)  # x32 getpid
+def io_uring():
+    params = ctypes.create_string_buffer(120)
+    nr = {"x86_64": 425, "aarch64": 425}[platform.machine()]
+    fd = libc.syscall(nr, 1, params)
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    os.close(fd)
+def keyctl():
+    nr = {"x86_64": 250, "aarch64": 219}[platform.machine()]
+    raw(nr, 0, ctypes.c_long(-4), 0)  # KEYCTL_GET_KEYRING_ID of the user keyring
 def run_outside():
     r = subprocess.run([out + "/run.sh"], capture_output=True)
     if r.returncode != 0:
@@ -127,6 +149,12 @@ attempt("signal", lambda: os.kill(pid, signal.SIGTERM))
 attempt("unix-connect", unix_connect)
 attempt("unix-dgram", dgram_pair)
 attempt("stream-pair", stream_pair)
+attempt("chown", lambda: os.chown(work + "/e", os.getuid(), os.getgid()))
+attempt("setxattr", lambda: os.setxattr(work + "/e", "user.moat", b"1"))
+attempt("setsid", os.setsid)
+attempt("x32", x32)
+attempt("io_uring", io_uring)
+attempt("keyctl", keyctl)
 attempt("chmod", lambda: os.chmod(work + "/e", 0o600))
 attempt("setuid", lambda: os.setuid(os.getuid()))
 `
@@ -259,6 +287,18 @@ func TestNoUserNSWallsOffTheHost(t *testing.T) {
 			if got[a] == "ok" || got[a] == "" {
 				t.Errorf("%s: %q in the no-userns rung, want refused", a, got[a])
 			}
+		}
+		// The rung's filter's own refusals, whatever the call does
+		// unsandboxed here (x32 may be off, io_uring disabled, user
+		// xattrs unsupported): the answer must be the filter's.
+		for a, want := range map[string]string{"chown": "Operation_not_permitted", "setxattr": "Operation_not_permitted",
+			"setsid": "Operation_not_permitted", "io_uring": "Function_not_implemented", "keyctl": "Operation_not_permitted"} {
+			if got[a] != want {
+				t.Errorf("%s: %q in the no-userns rung, want %q (unsandboxed: %q)", a, got[a], want, free[a])
+			}
+		}
+		if runtime.GOARCH == "amd64" && got["x32"] != "Operation_not_permitted" {
+			t.Errorf("an x32 call: %q in the no-userns rung, want the filter's EPERM (unsandboxed: %q)", got["x32"], free["x32"])
 		}
 		if got["stream-pair"] != "ok" {
 			t.Errorf("a unix stream socketpair in the rung: %s, want ok", got["stream-pair"])
