@@ -2,8 +2,8 @@ package nsexec
 
 // Mode is the rung of the ladder a sandbox runs on (DESIGN.md "Modes"):
 // full where the host allows every layer, a named weaker rung where one
-// is missing. HostMode decides it once per process; Config.NoProc is how
-// the no-proc rung reaches the child.
+// is missing. HostMode decides it once per process; Config.NoProc and
+// Config.NoUserNS are how the no-proc and no-userns rungs reach the child.
 type Mode string
 
 const (

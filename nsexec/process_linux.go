@@ -18,7 +18,9 @@ import (
 // sandbox's pid namespace, whose only child is the tool: the init forwards
 // signals to the tool, reaps, and exits when the tool has, reporting the
 // tool's status over the sync socket; when the init exits, the kernel kills
-// everything else in the sandbox.
+// everything else in the sandbox. In mode no-userns there is no pid
+// namespace: the init is a plain child, the subreaper of the tool's
+// processes, which it ends itself (nouserns_linux.go says how).
 type Process struct {
 	proc  *os.Process
 	done  chan struct{}
