@@ -152,8 +152,8 @@ func (c *child) restrictNoUserNS(tmp string) error {
 			fd, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
 		case r.want != nil:
 			fd, err = openSource(r.path, r.want)
-		case r.must:
-			fd, err = unix.Openat2(unix.AT_FDCWD, r.path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: noSymlinks})
+		case r.must: // the run's TMPDIR, which the parent made and the tool has not run in yet
+			fd, err = unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_DIRECTORY, 0)
 		default:
 			fd, err = unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
 		}

@@ -165,14 +165,16 @@ func noUserNSEnv(env []string, workdir, tmp string) []string {
 }
 
 // openSource opens path, a host path the parent resolved and opened,
-// without following a link, and checks it is still that inode (want),
-// as cloneSource does for a bind (mount_linux.go): what the rule is put
-// on is what the parent checked, whatever was renamed in between.
+// and checks it is still that inode (want), as cloneSource does for a
+// bind (mount_linux.go): what the rule is put on is what the parent
+// checked, whatever was renamed or linked in between. The inode check is
+// the guarantee, so a plain open(2) does (openat2 is refused by the
+// filter of a moat sandbox this one may be nested in).
 func openSource(path string, want *fileID) (int, error) {
 	if want == nil {
 		return -1, unix.EPROTO
 	}
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: noSymlinks})
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return -1, err
 	}
