@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 17 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Umask; 14: ReadOnlyTopOnly; 15: Landlock; 16: NoProc, InheritHostname; 17: RootfsPropagation, Devices
+const ConfigVersion = 18 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Umask; 14: ReadOnlyTopOnly; 15: Landlock; 16: NoProc, InheritHostname; 17: RootfsPropagation, Devices; 18: NoUserNS
 
 // Network modes.
 const (
@@ -154,6 +154,16 @@ type Config struct {
 	// every namespace stays. It has no Sysctl, which is written through
 	// the procfs, and joins no pid namespace.
 	NoProc bool `json:"noProc,omitempty"`
+	// NoUserNS runs the tool in the no-userns rung (ModeNoUserNS,
+	// nouserns_linux.go): a plain child in no namespace, walled by
+	// Landlock (ABI NoUserNSMinABI or later, else *LandlockABIError),
+	// the rung's seccomp filter and the policy's, no_new_privs, rlimits
+	// and a fresh environment, in the workdir at its host path with a
+	// TMPDIR of its own. The tool runs as the launcher's uid and gid
+	// (UID and GID are set to them); Rootfs, Egress, tmpfs mounts and
+	// every field that needs a namespace are refused, and a bind is seen
+	// at its host path (its Destination must be its Source).
+	NoUserNS bool `json:"noUserNS,omitempty"`
 	// InheritHostname leaves the sandbox's own uts namespace with the
 	// launcher's hostname instead of Hostname: where a seccomp filter
 	// around moat refuses sethostname (HostnameRefused), as a container
@@ -224,6 +234,8 @@ type wire struct {
 	// KeepHostname: the uts namespace is a joined one, whose hostname is
 	// its owner's (Config.Hostname names it for /etc in host mode).
 	KeepHostname bool `json:"keepHostname,omitempty"`
+	// TmpDir is the run's TMPDIR in mode no-userns (Config.NoUserNS).
+	TmpDir string `json:"tmpDir,omitempty"`
 }
 
 // request is the second frame of a deferred child: what the tool of this

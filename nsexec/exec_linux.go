@@ -19,6 +19,16 @@ func (c *child) exec() error {
 		return c.execTail()
 	}
 	cfg := c.cfg
+	if cfg.NoUserNS {
+		if c.workdirFD >= 0 {
+			p, err := c.workdirPath()
+			if err != nil {
+				return err
+			}
+			cfg.Workdir = p
+		}
+		cfg.Env = noUserNSEnv(cfg.Env, cfg.Workdir, c.tmpDir)
+	}
 	path, err := lookPath(cfg.Args[0], cfg.Env)
 	if err != nil {
 		return stepErr(StepExec, cfg.Args[0], "", err)
@@ -33,7 +43,11 @@ func (c *child) exec() error {
 	// After the signal subscription: the broadcast borrows a signal's
 	// handler, which os/signal must not be installing meanwhile.
 	<-c.subscribed
-	if err := c.dropEveryThread(); err != nil {
+	drop := c.dropEveryThread
+	if cfg.NoUserNS {
+		drop = c.noUserNSDrop
+	}
+	if err := drop(); err != nil {
 		return err
 	}
 	// Every inherited or internal descriptor above stdio, the sync socket
@@ -46,7 +60,17 @@ func (c *child) exec() error {
 	c.mark(markPrivileges)
 	// The Landlock domain just before the filter, on this thread, which
 	// forks the tool (landlock_linux.go).
-	if err := c.restrictLandlock(-1); err != nil {
+	if cfg.NoUserNS {
+		// The rung's wall and its own filter, before the policy's (which
+		// may refuse seccomp(2) itself).
+		if err := c.restrictNoUserNS(c.tmpDir); err != nil {
+			return err
+		}
+		own, _ := noUserNSFilter() // normalize checked there is one
+		if err := seccomp.Load(own); err != nil {
+			return stepErr(StepSeccomp, "", "the "+string(ModeNoUserNS)+" filter", err)
+		}
+	} else if err := c.restrictLandlock(-1); err != nil {
 		return err
 	}
 	// Last: once the filter is in place, the init only forks and execs the

@@ -19,7 +19,7 @@ func (c *child) hygiene() error {
 			return stepErr(StepHostname, "", cfg.Hostname, err)
 		}
 	}
-	if cfg.Network == NetworkLoopback {
+	if cfg.Network == NetworkLoopback && !cfg.NoUserNS {
 		if err := loopbackUp(); err != nil {
 			return stepErr(StepNetwork, "lo", "", err)
 		}
@@ -37,6 +37,9 @@ func (c *child) hygiene() error {
 	}
 	if cfg.Cwd != "" {
 		cwd = cfg.Cwd
+	}
+	if cfg.NoUserNS {
+		cwd = noUserNSCwd(cfg)
 	}
 	if err := unix.Chdir(cwd); err != nil {
 		return stepErr(StepCwd, cwd, "", err)

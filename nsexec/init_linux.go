@@ -58,7 +58,7 @@ func Init() {
 	if err != nil || fd < 3 {
 		os.Exit(exitSetup)
 	}
-	c := &child{sync: fd, egress: -1, procFD: -1}
+	c := &child{sync: fd, egress: -1, procFD: -1, workdirFD: -1}
 	c.marks[markInit] = monotonic()
 	err = c.run()
 	c.fail(err)
@@ -101,6 +101,10 @@ type child struct {
 	tool int
 	// handover: no parent-death signal (WithHandover).
 	handover bool
+	// tmpDir is the run's TMPDIR in mode no-userns (nouserns_linux.go);
+	// workdirFD the workdir it holds there, or -1.
+	tmpDir    string
+	workdirFD int
 	// sendMu serializes the init's messages to its launcher once the
 	// tool runs (the reaper's, the exec thread's).
 	sendMu sync.Mutex
@@ -145,7 +149,8 @@ func (c *child) run() error {
 	if w.Proc {
 		c.procFD = next
 	}
-	c.keepHostname = w.KeepHostname
+	c.keepHostname = w.KeepHostname || c.cfg.NoUserNS
+	c.tmpDir = w.TmpDir
 	if unix.Getpid() != 1 {
 		// Born in a joined pid namespace: the kernel will not end what
 		// the init leaves behind (zap_pid_ns_processes is for a
@@ -182,7 +187,11 @@ func (c *child) run() error {
 		}
 	}
 	c.mark(markGo)
-	if err := c.buildRoot(); err != nil {
+	if c.cfg.NoUserNS { // the host's root, no mount namespace
+		if err := c.holdWorkdir(); err != nil {
+			return err
+		}
+	} else if err := c.buildRoot(); err != nil {
 		return err
 	}
 	if err := c.hygiene(); err != nil {

@@ -2,8 +2,8 @@ package nsexec
 
 // Mode is the rung of the ladder a sandbox runs on (DESIGN.md "Modes"):
 // full where the host allows every layer, a named weaker rung where one
-// is missing. HostMode decides it once per process; Config.NoProc is how
-// the no-proc rung reaches the child.
+// is missing. HostMode decides it once per process; Config.NoProc and
+// Config.NoUserNS are how the no-proc and no-userns rungs reach the child.
 type Mode string
 
 const (
@@ -15,10 +15,16 @@ const (
 	// inside a container whose /proc has masked paths (fs/namespace.c
 	// mount_too_revealing).
 	ModeNoProc Mode = "no-proc"
+	// ModeNoUserNS is the rung below no-proc: no user namespace can be
+	// made here (UserNSRefused), so the sandbox is a plain child with no
+	// namespace, walled by Landlock (the filesystem, TCP, abstract
+	// sockets and signals), seccomp, no_new_privs, rlimits, a cgroup
+	// where delegated, a fresh environment and workdir (Config.NoUserNS).
+	ModeNoUserNS Mode = "no-userns"
 )
 
 // Modes lists the rungs, strongest first.
-var Modes = []Mode{ModeFull, ModeNoProc}
+var Modes = []Mode{ModeFull, ModeNoProc, ModeNoUserNS}
 
 // Rank is m's place on the ladder, 0 for the strongest, -1 for a name that
 // is none of Modes.
@@ -40,6 +46,13 @@ func (m Mode) Drops() []string {
 			"/proc: the tool's /proc is empty (ps, /proc/self, /dev/fd and /dev/stdin, /dev/stdout, /dev/stderr do not resolve)",
 			"sysctls: no namespaced sysctl can be set (they are written through /proc/sys)",
 		}
+	case ModeNoUserNS:
+		return []string{
+			"namespaces: none; the tool sees the host's processes and their command lines in /proc, its hostname, SysV IPC and message queues",
+			"identity: the tool runs as the launcher's uid, and what it writes is the launcher's",
+			"filesystem: Landlock is the wall (read and execute of the system directories, read of a fixed /etc list, the workdir and TMPDIR writable), the tool sees host paths",
+			"filter: chmod, chown, xattrs and set*id are refused, in the workdir too, and no socket can be made but a unix stream or seqpacket socketpair",
+		}
 	}
 	return nil
 }
@@ -47,10 +60,3 @@ func (m Mode) Drops() []string {
 // HostnameDrop is what Config.InheritHostname drops of full mode, in any
 // rung (HostnameRefused).
 const HostnameDrop = "hostname: the sandbox's own uts namespace keeps the launcher's hostname (a seccomp filter around moat refuses sethostname)"
-
-// ModeNoUserNS is the rung below no-proc: no user namespace can be made
-// here (UserNSRefused), so the walls would have to come from Landlock,
-// seccomp, no_new_privs, rlimits and cgroups alone. moat does not run it
-// yet: it is named so that a refusal can say what the host would need,
-// and it is none of Modes.
-const ModeNoUserNS Mode = "no-userns"

@@ -21,9 +21,16 @@ import (
 // mount there is locked (CL_UNPRIVILEGED): a container's masks over
 // /proc/kcore, /proc/acpi and the like (runc's maskedPaths) make every
 // procfs of it too revealing.
+//
+// Below both: where no user namespace can be made at all (UserNSRefused),
+// the host allows ModeNoUserNS, whose sandboxes run only on a kernel with
+// the Landlock it needs (CheckNoUserNS).
 func HostMode() (Mode, string) { return hostMode() }
 
 var hostMode = sync.OnceValues(func() (Mode, string) {
+	if refused, why := UserNSRefused(); refused {
+		return ModeNoUserNS, why
+	}
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		// No mountinfo: no procfs at all, which no sandbox can mount either.

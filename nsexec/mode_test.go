@@ -52,7 +52,10 @@ func TestModeLadder(t *testing.T) {
 	if ModeFull.Rank() != 0 || ModeNoProc.Rank() <= ModeFull.Rank() || Mode("half").Rank() != -1 {
 		t.Fatalf("ranks: full %d, no-proc %d, half %d", ModeFull.Rank(), ModeNoProc.Rank(), Mode("half").Rank())
 	}
-	if len(ModeFull.Drops()) != 0 || len(ModeNoProc.Drops()) == 0 {
+	if ModeNoUserNS.Rank() <= ModeNoProc.Rank() {
+		t.Fatalf("ranks: no-userns %d is not below no-proc %d", ModeNoUserNS.Rank(), ModeNoProc.Rank())
+	}
+	if len(ModeFull.Drops()) != 0 || len(ModeNoProc.Drops()) == 0 || len(ModeNoUserNS.Drops()) == 0 {
 		t.Fatalf("drops: full %q, no-proc %q", ModeFull.Drops(), ModeNoProc.Drops())
 	}
 }

@@ -34,6 +34,8 @@ type options struct {
 	trace     func(Trace)
 	joins     []nsJoin             // WithJoin, WithNetNS
 	noTail    bool                 // WithoutTail
+	tmpDir    string               // the run's TMPDIR (nouserns_linux.go)
+	after     func()               // runs once the child was reaped, after the host paths were given back
 	chosen    func(Identity) error // WithIdentityChosen
 	handover  bool                 // WithHandover
 	check     *toolCheck           // WithToolCheck

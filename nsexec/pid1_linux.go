@@ -65,10 +65,14 @@ func (c *child) startTool(path string) error {
 	// before its exec (tty_ioctl(4); Go's forkAndExecInChild1 does it in
 	// that order), makes the session leader's process group the
 	// terminal's foreground one (drivers/tty/tty_jobctrl.c tiocsctty).
+	sys := &syscall.SysProcAttr{Setsid: true, Setctty: c.cfg.Terminal, Ctty: 0}
+	if c.cfg.NoUserNS {
+		sys = noUserNSToolAttr()
+	}
 	pid, err := syscall.ForkExec(path, c.cfg.Args, &syscall.ProcAttr{
 		Env:   c.cfg.Env,
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: c.cfg.Terminal, Ctty: 0},
+		Sys:   sys,
 	})
 	if err != nil {
 		return stepErr(StepExec, path, "", err)

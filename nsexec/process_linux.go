@@ -18,7 +18,9 @@ import (
 // sandbox's pid namespace, whose only child is the tool: the init forwards
 // signals to the tool, reaps, and exits when the tool has, reporting the
 // tool's status over the sync socket; when the init exits, the kernel kills
-// everything else in the sandbox.
+// everything else in the sandbox. In mode no-userns there is no pid
+// namespace: the init is a plain child, the subreaper of the tool's
+// processes, which it ends itself (nouserns_linux.go says how).
 type Process struct {
 	proc  *os.Process
 	done  chan struct{}
@@ -45,6 +47,10 @@ type Process struct {
 	toolOnce sync.Once
 	toolWS   syscall.WaitStatus
 	toolOK   bool
+
+	// groupKill: a SIGKILL goes to the init's process group, which holds
+	// every process of a no-userns sandbox (nouserns_linux.go).
+	groupKill bool
 
 	mu       sync.Mutex
 	holds    []int // namespace descriptors kept until the tool was reaped
@@ -186,7 +192,27 @@ func (p *Process) Pid() int { return p.proc.Pid }
 // hit. The init forwards every catchable signal to the tool, which gets it
 // as any process would; SIGKILL ends the init and with it the whole
 // sandbox.
-func (p *Process) Signal(sig os.Signal) error { return p.proc.Signal(sig) }
+//
+// In mode no-userns, where no pid namespace ends the rest with the init,
+// a SIGKILL goes to the init's process group (its pid: the init is a
+// session leader), which the tool and all it starts cannot leave (the
+// rung's filter refuses setsid and setpgid): all of them end at once.
+// The group's id is not reused while the init is unreaped, which Done
+// says it still is.
+func (p *Process) Signal(sig os.Signal) error {
+	if p.groupKill && sig == syscall.SIGKILL {
+		select {
+		case <-p.done:
+			return os.ErrProcessDone
+		default:
+		}
+		if err := unix.Kill(-p.proc.Pid, unix.SIGKILL); err != nil {
+			return fmt.Errorf("kill sandbox group %d: %w", p.proc.Pid, err)
+		}
+		return nil
+	}
+	return p.proc.Signal(sig)
+}
 
 // Done is closed once the tool has exited and was reaped.
 func (p *Process) Done() <-chan struct{} { return p.done }

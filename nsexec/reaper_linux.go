@@ -32,7 +32,7 @@ func (c *child) endDescendants(tool int) {
 	if !c.reaper {
 		return
 	}
-	if tool > 0 {
+	if tool > 0 && !c.cfg.NoUserNS { // no-userns: the tool leads no group, it is in the init's
 		// The group outlives the reaped tool while it has members, so its
 		// id is not reused meanwhile.
 		unix.Kill(-tool, unix.SIGKILL)

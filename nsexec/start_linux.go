@@ -52,6 +52,9 @@ func Start(ctx context.Context, cfg *Config, stdio Stdio, opts ...Option) (*Proc
 // tool, or, deferred, up to the child's ready; the returned sync socket is
 // then still open and the child waits on it for its request.
 func spawn(ctx context.Context, c *Config, stdio Stdio, o *options, deferred bool) (*Process, *os.File, error) {
+	if c.NoUserNS {
+		return spawnNoUserNS(ctx, c, stdio, o, deferred)
+	}
 	j, err := planJoins(o, c)
 	if err != nil {
 		return nil, nil, err
@@ -104,11 +107,17 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	// j.proc) or has none (NoProc): userns.c.
 	userProc := j.has(unix.CLONE_NEWUSER) && !j.has(unix.CLONE_NEWPID) && !c.NoProc
 	frame, err := encodeFrame(&wire{Config: c, SetGroups: m.setgroups, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Tail: tail != nil, Sources: paths.ids,
-		Proc: j.has(unix.CLONE_NEWPID) || userProc, KeepHostname: j.has(unix.CLONE_NEWUTS) || c.InheritHostname, Handover: o.handover, Check: deferred && o.check != nil})
+		Proc: j.has(unix.CLONE_NEWPID) || userProc, KeepHostname: j.has(unix.CLONE_NEWUTS) || c.InheritHostname, Handover: o.handover, Check: deferred && o.check != nil, TmpDir: o.tmpDir})
 	if err != nil {
 		paths.giveBack(o.logger)
 		return nil, nil, err
 	}
+	owned := false // o.after is the Process's to run once it exists
+	defer func() {
+		if !owned && o.after != nil {
+			o.after()
+		}
+	}()
 	sync, childEnd, err := syncPair()
 	if err != nil {
 		paths.giveBack(o.logger)
@@ -144,7 +153,14 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	}
 	// A lent workdir is given back once the child is reaped, whichever way it
 	// ends (Process.own), before Wait returns.
-	p := &Process{done: make(chan struct{}), lease: m.lease, hostID: id, uids: m.uids, gids: m.gids, after: func() { paths.giveBack(o.logger) }, pidfd: -1}
+	p := &Process{done: make(chan struct{}), lease: m.lease, hostID: id, uids: m.uids, gids: m.gids, after: func() {
+		paths.giveBack(o.logger)
+		if o.after != nil {
+			o.after()
+		}
+	}, pidfd: -1}
+	owned = true
+	p.groupKill = c.NoUserNS
 	p.joins, p.idMounts = j, idm
 	if o.handover {
 		attr.Sys.PidFD = &p.pidfd // CLONE_PIDFD: a handle on this very child (Handover.PidFD)
@@ -265,6 +281,11 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 		return nil, &ConfigError{Field: "sysctl", Value: sortedKeys(c.Sysctl)[0], Reason: "is written through a procfs, which a NoProc sandbox (mode " + string(ModeNoProc) + ") has none of"}
 	}
 	c.Sysctl = maps.Clone(c.Sysctl)
+	if c.NoUserNS {
+		if err := checkNoUserNS(&c); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkPaths(&c); err != nil {
 		return nil, err
 	}
@@ -297,6 +318,12 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 // sysProcAttr creates every namespace at clone time (peers.md 2b): joining
 // them later is not possible from a multi-threaded Go process.
 func sysProcAttr(c *Config, m *mapping, o *options, j *joins) *syscall.SysProcAttr {
+	if c.NoUserNS {
+		// No namespace (nouserns_linux.go): the init's own session, and
+		// so its own process group, which the tool and its descendants
+		// stay in; the parent-death signal as in every rung.
+		return &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, UseCgroupFD: o.cgroupFD >= 0, CgroupFD: max(o.cgroupFD, 0)}
+	}
 	attr := &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
 			unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,

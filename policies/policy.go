@@ -74,13 +74,15 @@ type Policy struct {
 type Requires struct {
 	// Mode is the weakest rung of the ladder (DESIGN.md "Modes") the
 	// policy runs on, one of ModeNames: "full" refuses every degraded
-	// mode, "no-proc" accepts a sandbox without a procfs. Empty: any.
+	// mode, "no-proc" accepts a sandbox without a procfs, "no-userns" one
+	// with no namespace at all (Landlock and seccomp as its walls).
+	// Empty: any.
 	Mode string `json:"mode,omitempty"`
 }
 
 // ModeNames are the modes Requires.Mode may name, strongest first (the
 // native provider's ladder, nsexec.Modes).
-var ModeNames = []string{"full", "no-proc"}
+var ModeNames = []string{"full", "no-proc", "no-userns"}
 
 // ModeRank is mode's place in ModeNames, 0 for the strongest, -1 for a
 // name that is none of them.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/moat-sandbox/moat/nsexec"
 )
 
 // reportWidth is the width the text report is wrapped to.
@@ -52,7 +54,14 @@ func printReport(w io.Writer, r *doctorReport) {
 		lib = "no libseccomp; built-in filters embedded (" + r.Seccomp.Embedded + ")"
 	}
 	layer("seccomp", r.Seccomp.Usable, "", fmt.Sprintf("%s; %d kernel actions", lib, len(r.Seccomp.Actions)))
-	if r.Landlock.ABI >= 2 {
+	if r.Mode.Mode == string(nsexec.ModeNoUserNS) {
+		// The rung's filesystem wall, not a second one.
+		if r.Landlock.ABI >= nsexec.NoUserNSMinABI {
+			layer("landlock", true, "", fmt.Sprintf("ABI %d: the wall of mode %s (the tool reaches the system directories, a fixed /etc list and its workdir only)", r.Landlock.ABI, nsexec.ModeNoUserNS))
+		} else {
+			layer("landlock", false, "refused", fmt.Sprintf("ABI %d: mode %s needs ABI %d as its wall, so no sandbox runs", r.Landlock.ABI, nsexec.ModeNoUserNS, nsexec.NoUserNSMinABI))
+		}
+	} else if r.Landlock.ABI >= 2 {
 		layer("landlock", true, "", fmt.Sprintf("ABI %d: each sandbox's tool reaches no file outside its own root", r.Landlock.ABI))
 	} else {
 		layer("landlock", false, "none", fmt.Sprintf("Landlock ABI %d (2, Linux 5.19, is needed): the mount namespace is the only wall", r.Landlock.ABI))

@@ -30,8 +30,8 @@ type modeReport struct {
 	Drops  []string `json:"drops,omitempty"`
 }
 
-// modeNone is doctor's mode where no sandbox starts and the probes do
-// not say why (nsexec.UserNSRefused names no-userns when they do).
+// modeNone is doctor's mode where no sandbox starts and the rung the
+// probes allow does not say why.
 const modeNone = "none"
 
 // noSandboxDrop is what a host where no sandbox starts drops.
@@ -39,21 +39,28 @@ const noSandboxDrop = "namespaces: no sandbox can be made"
 
 // diagnoseMode is the mode sandboxes run in here. started and startErr
 // are doctor's real sandbox (trySandbox): the probes read a seccomp
-// filter and the mountinfo, and a host can refuse a sandbox for what
-// they do not see (user.max_user_namespaces=0, AppArmor's userns
-// restriction, a setup step that fails), so where none started the mode
-// says so too, rather than the rung the probes would allow: doctor's
-// userns and mode lines never disagree.
+// filter, the mountinfo and a user namespace's clone, and a host can
+// refuse a sandbox for what they do not see (a setup step that fails),
+// so where none started the mode says so too, rather than the rung the
+// probes would allow: doctor's userns and mode lines never disagree.
 func diagnoseMode(started bool, startErr string) modeReport {
-	if refused, why := nsexec.UserNSRefused(); refused {
-		return modeReport{Mode: string(nsexec.ModeNoUserNS), Reason: why + "; moat does not run that mode yet",
-			Drops: []string{noSandboxDrop}}
+	m, why := nsexec.HostMode()
+	r := modeReport{Mode: string(m), Reason: why, Drops: m.Drops()}
+	if m == nsexec.ModeNoUserNS {
+		// No namespace to keep a hostname in; the rung runs only with
+		// the Landlock it needs.
+		if err := nsexec.CheckNoUserNS(); err != nil {
+			r.Reason += "; " + err.Error()
+			r.Drops = []string{noSandboxDrop}
+		} else if !started {
+			r.Reason += "; no sandbox starts here: " + startErr
+			r.Drops = []string{noSandboxDrop}
+		}
+		return r
 	}
 	if !started {
 		return modeReport{Mode: modeNone, Reason: "no sandbox starts here: " + startErr, Drops: []string{noSandboxDrop}}
 	}
-	m, why := nsexec.HostMode()
-	r := modeReport{Mode: string(m), Reason: why, Drops: m.Drops()}
 	if refused, hwhy := nsexec.HostnameRefused(); refused {
 		r.Drops = append(r.Drops, nsexec.HostnameDrop)
 		r.Reason = strings.TrimPrefix(r.Reason+"; "+hwhy, "; ")
@@ -62,5 +69,6 @@ func diagnoseMode(started bool, startErr string) modeReport {
 }
 
 // modeFix is how to get full mode back.
-const modeFix = "run moat on the host, or in a container with an unmasked /proc (--security-opt systempaths=unconfined; " +
+const modeFix = "run moat on the host where user namespaces are allowed (not inside a moat sandbox; user.max_user_namespaces above 0, no LSM or seccomp profile that refuses them), " +
+	"or in a container with an unmasked /proc (--security-opt systempaths=unconfined; " +
 	"a pod's procMount: Unmasked) and a seccomp profile that allows sethostname (or CAP_SYS_ADMIN). Policies that require mode full (strict) are refused meanwhile"

@@ -62,7 +62,7 @@ func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Pr
 		return nil, setupError(in.Request.Tool, err)
 	}
 	defer placed()
-	cfg.CgroupNS = leaf != nil
+	cfg.CgroupNS = leaf != nil && !cfg.NoUserNS // no-userns: no namespace, the leaf is placement only
 	var sb *egress.Sandbox
 	if l.egress != nil {
 		var admit nsexec.Option

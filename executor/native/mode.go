@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/nsexec"
 	"github.com/moat-sandbox/moat/policies"
 )
@@ -23,12 +24,21 @@ type ModeError struct {
 	Mode     nsexec.Mode // what this host allows (or WithMode chose)
 	Reason   string      // why the host allows no more
 	Drops    []string    // what the sandboxes would lack of full mode
+	// Err is why the mode itself cannot run here, when it cannot: the
+	// no-userns rung's *nsexec.LandlockABIError.
+	Err error
 }
 
+// Unwrap is Err.
+func (e *ModeError) Unwrap() error { return e.Err }
+
 func (e *ModeError) Error() string {
-	if e.Mode == nsexec.ModeNoUserNS {
-		return fmt.Sprintf("native: no sandbox can be made here: %s; it would need mode %s (no namespaces: Landlock, seccomp, no_new_privs and rlimits as the walls), "+
-			"which moat does not run yet; run moat outside the sandbox or container, or under a policy or profile that allows user namespaces", e.Reason, e.Mode)
+	if e.Err != nil {
+		return fmt.Sprintf("native: no sandbox can be made here: %s; mode %s cannot run either: %v", e.Reason, e.Mode, e.Err)
+	}
+	if e.Mode == nsexec.ModeNoUserNS && e.Required != "" {
+		return fmt.Sprintf("native: policy %q requires mode %s, and this host allows %s (%s), which drops %s; run moat where user namespaces are allowed (outside the sandbox or container, or under a profile that allows them), or use a policy that does not require mode %s",
+			e.Policy, e.Required, e.Mode, e.Reason, strings.Join(e.Drops, "; "), e.Required)
 	}
 	fix := "run moat on the host, or in a container with an unmasked /proc (--security-opt systempaths=unconfined; " +
 		"a pod's procMount: Unmasked) and a seccomp profile that allows sethostname (or CAP_SYS_ADMIN)"
@@ -55,9 +65,6 @@ type modeChoice struct {
 // requires.mode ("full" also refuses a hostname that is not the
 // sandbox's own).
 func chooseMode(o *options, pol *policies.Policy) (modeChoice, error) {
-	if refused, why := userNSRefused(); refused {
-		return modeChoice{}, &ModeError{Policy: pol.Name, Mode: nsexec.ModeNoUserNS, Reason: why}
-	}
 	mode, why := hostMode()
 	if o.mode != "" {
 		if o.mode.Rank() < 0 {
@@ -71,7 +78,18 @@ func chooseMode(o *options, pol *policies.Policy) (modeChoice, error) {
 		}
 	}
 	c := modeChoice{mode: mode, why: why, drops: mode.Drops()}
-	if refused, hwhy := hostnameRefused(); refused {
+	if mode == nsexec.ModeNoUserNS {
+		// No namespace at all: the walls are Landlock's and the rung's
+		// filter, on a kernel that has them (nsexec.CheckNoUserNS); the
+		// hostname is the host's anyway (among the drops).
+		if err := checkNoUserNS(); err != nil {
+			return modeChoice{}, &ModeError{Policy: pol.Name, Mode: mode, Reason: why, Err: err}
+		}
+		if pol.Egress != nil {
+			return modeChoice{}, &executor.Error{Code: executor.CodeConfig, Err: &nsexec.EgressModeError{Mode: mode},
+				Message: fmt.Sprintf("native: policy %q has an egress section: %v", pol.Name, &nsexec.EgressModeError{Mode: mode})}
+		}
+	} else if refused, hwhy := hostnameRefused(); refused {
 		c.inheritHostname, c.drops = true, append(c.drops, nsexec.HostnameDrop)
 		c.why = strings.TrimPrefix(c.why+"; "+hwhy, "; ")
 	}
@@ -89,5 +107,5 @@ func chooseMode(o *options, pol *policies.Policy) (modeChoice, error) {
 var (
 	hostMode        = nsexec.HostMode
 	hostnameRefused = nsexec.HostnameRefused
-	userNSRefused   = nsexec.UserNSRefused
+	checkNoUserNS   = nsexec.CheckNoUserNS
 )

@@ -223,7 +223,7 @@ func (p *pool) prepare() (*pooled, error) {
 		return nil, err
 	}
 	defer placed()
-	cfg.CgroupNS = leaf != nil
+	cfg.CgroupNS = leaf != nil && !cfg.NoUserNS // no-userns: no namespace, the leaf is placement only
 	pending, err := nsexec.Prepare(p.ctx, &cfg, opts...)
 	if err != nil {
 		p.l.deleteLeaf(leaf)

@@ -29,8 +29,14 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *exe
 	if len(l.mode.drops) > 0 {
 		n.ModeReason = l.mode.why
 	}
-	if l.tmpl.Landlock {
+	if l.tmpl.Landlock || l.tmpl.NoUserNS {
 		n.Landlock = nsexec.LandlockABI()
+	}
+	if l.tmpl.NoUserNS {
+		// No namespace: the host's root behind Landlock's rules, as the
+		// caller's own ids (nsexec's nouserns_linux.go).
+		n.Namespaces = []string{}
+		n.Rootfs = "the host's, walled by Landlock (read-execute of the system directories, the workdir and TMPDIR writable)"
 	}
 	if l.tmpl.Rootfs != "" {
 		n.Rootfs = l.tmpl.Rootfs + " (read-only)"
@@ -44,7 +50,9 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *exe
 		if n.Cgroup == "unified" {
 			n.Cgroup = "v2"
 		}
-		n.Namespaces = append(n.Namespaces, "cgroup")
+		if !l.tmpl.NoUserNS {
+			n.Namespaces = append(n.Namespaces, "cgroup")
+		}
 		if l.cgPosture.Source != "" {
 			n.CgroupSource = string(l.cgPosture.Source)
 		}
@@ -60,6 +68,13 @@ func attest(l *launcher, pol *policies.Policy, hostID *nsexec.Identity, ids *exe
 	n.HostIDs = r
 	n.UIDMappings = []specs.LinuxIDMapping{{ContainerID: inUID, HostID: hUID, Size: 1}}
 	n.GIDMappings = []specs.LinuxIDMapping{{ContainerID: inGID, HostID: hGID, Size: 1}}
+	if l.tmpl.NoUserNS {
+		// The tool is the caller itself, uid and gid.
+		uid, gid := uint32(os.Geteuid()), uint32(os.Getegid())
+		n.HostIDs = nil
+		n.UIDMappings = []specs.LinuxIDMapping{{ContainerID: uid, HostID: uid, Size: 1}}
+		n.GIDMappings = []specs.LinuxIDMapping{{ContainerID: gid, HostID: gid, Size: 1}}
+	}
 	return n
 }
 
