@@ -237,13 +237,23 @@ func checkPIDs(k *kit) {
 func checkPrivileges(k *kit) {
 	var got map[string]string
 	k.probe(Config{}, "probe-privs", nil, &got)
-	for _, set := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
-		if got[set] != "0000000000000000" {
-			k.fatalf("%s = %q inside the sandbox, want all zero", set, got[set])
-		}
-	}
 	if got["NoNewPrivs"] != "1" {
 		k.fatalf("NoNewPrivs = %q, want 1", got["NoNewPrivs"])
+	}
+	for _, set := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+		if got[set] == "0000000000000000" {
+			continue
+		}
+		if set == "CapBnd" && k.isolation.NoUserNS && os.Geteuid() != 0 {
+			// In no namespace, an unprivileged launcher cannot empty the
+			// bounding set (PR_CAPBSET_DROP needs CAP_SETPCAP, which it
+			// lacks: capabilities(7)). It is inert: the tool holds no
+			// capability, and under no_new_privs (checked above) execve
+			// grants none, setuid bits and file capabilities ignored.
+			k.t.Logf("mode no-userns, launcher uid %d: CapBnd %s kept, inert under no_new_privs", os.Geteuid(), got[set])
+			continue
+		}
+		k.fatalf("%s = %q inside the sandbox, want all zero", set, got[set])
 	}
 	for _, p := range []string{"/proc/self/exe", "/proc/1/exe"} {
 		if got["write "+p] == "opened" {

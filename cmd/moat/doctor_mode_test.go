@@ -10,15 +10,18 @@ import (
 	"testing"
 
 	"github.com/moat-sandbox/moat/conformance/testenv"
+	"github.com/moat-sandbox/moat/nsexec"
 )
 
 // moat doctor where no user namespace can be made: inside a user
 // namespace of the test's own whose user.max_user_namespaces is 0 (a
 // sysctl of that namespace, which its root may set: no host change). The
-// mode probes see nothing wrong there (the host's mountinfo, no seccomp
-// filter), but the sandbox's clone fails: doctor's userns and mode lines
-// both say FAILED, the mode is none, and one problem names the sysctl.
-// Before, the mode line said "ok full" under "userns FAILED".
+// sandbox there is the no-userns rung's: doctor's userns line says none
+// (not ok), its mode line no-userns, and one problem names the sysctl.
+// Where the kernel's Landlock is below the rung's, no sandbox starts:
+// both lines say FAILED and the problem is the sandbox's, naming the
+// ABIs. Before the rung, the mode line said "ok full" under "userns
+// FAILED".
 func TestDoctorModeAgreesWhereNoSandboxStarts(t *testing.T) {
 	// The namespace's root is an ordinary user (root's own uid would make
 	// moat host root in name only, which fails earlier, at the workdir).
@@ -58,11 +61,21 @@ func TestDoctorModeAgreesWhereNoSandboxStarts(t *testing.T) {
 			mode = l
 		}
 	}
-	if userns != "FAILED" || !strings.HasPrefix(mode, "mode      FAILED    none: no sandbox starts here") {
-		t.Errorf("moat doctor where no user namespace can be made: userns %q, %q; want both FAILED, the mode none:\n%s%s", userns, mode, out, errs)
-	}
-	if !strings.Contains(out, "max_user_namespaces") || strings.Contains(out, "sandboxes run in mode") {
-		t.Errorf("moat doctor's problems: want the sandbox's, naming the sysctl, and no mode a sandbox runs in:\n%s%s", out, errs)
+	runs := nsexec.LandlockABI() >= nsexec.NoUserNSMinABI
+	if runs {
+		if userns != "none" || !strings.HasPrefix(mode, "mode      degraded  no-userns") {
+			t.Errorf("moat doctor where no user namespace can be made: userns %q, %q; want none and the mode no-userns:\n%s%s", userns, mode, out, errs)
+		}
+		if !strings.Contains(out, "max_user_namespaces") || !strings.Contains(out, "sandboxes run in mode no-userns") || strings.Contains(out, "a sandbox cannot be started") {
+			t.Errorf("moat doctor's problems: want the mode's, naming the sysctl, and no failed sandbox:\n%s%s", out, errs)
+		}
+	} else {
+		if userns != "FAILED" || !strings.HasPrefix(mode, "mode      FAILED    no-userns: no sandbox starts here") {
+			t.Errorf("moat doctor below Landlock ABI %d: userns %q, %q; want both FAILED, the mode no-userns:\n%s%s", nsexec.NoUserNSMinABI, userns, mode, out, errs)
+		}
+		if !strings.Contains(out, "Landlock ABI") || strings.Contains(out, "sandboxes run in mode") {
+			t.Errorf("moat doctor's problems: want the sandbox's, naming the Landlock ABIs, and no mode a sandbox runs in:\n%s%s", out, errs)
+		}
 	}
 
 	var r doctorReport
@@ -70,7 +83,7 @@ func TestDoctorModeAgreesWhereNoSandboxStarts(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("moat doctor --json: %v\n%s%s", err, out, errs)
 	}
-	if r.UserNS.Works || r.Mode.Mode != modeNone || !strings.Contains(r.Mode.Reason, r.UserNS.Error) {
-		t.Errorf("moat doctor --json: userNamespaces.works %v, mode %+v; want false, none and the sandbox's error %q", r.UserNS.Works, r.Mode, r.UserNS.Error)
+	if r.UserNS.Works != runs || r.Mode.Mode != string(nsexec.ModeNoUserNS) || (!runs && !strings.Contains(r.Mode.Reason, "Landlock")) {
+		t.Errorf("moat doctor --json: userNamespaces.works %v, mode %+v; want works %v, no-userns", r.UserNS.Works, r.Mode, runs)
 	}
 }

@@ -35,7 +35,13 @@ func printReport(w io.Writer, r *doctorReport) {
 		}
 		fmt.Fprintln(w, fit(fmt.Sprintf("%-9s %-9s %s", name, verdict, detail)))
 	}
-	layer("userns", r.UserNS.Works, "", "a sandbox starts here"+ifText(!r.UserNS.Works, " (see problems)"))
+	if r.UserNS.Works && r.Mode.Mode == string(nsexec.ModeNoUserNS) {
+		// The sandbox started, in the rung that makes no user namespace:
+		// "ok" would say namespaces work here.
+		layer("userns", false, "none", "no user namespace can be made; a sandbox starts without one (mode no-userns)")
+	} else {
+		layer("userns", r.UserNS.Works, "", "a sandbox starts here"+ifText(!r.UserNS.Works, " (see problems)"))
+	}
 	switch {
 	case !r.UserNS.Works:
 		layer("mode", false, "", r.Mode.Mode+": no sandbox starts here (see problems)")

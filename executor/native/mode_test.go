@@ -127,7 +127,7 @@ func TestConformanceInPodman(t *testing.T) {
 			bin := filepath.Join(dir, "native.test")
 			copySelf(t, bin)
 			p.Dirs = append(p.Dirs, "/usr", dir)
-			kitInContainer(t, func(argv ...string) (string, string, int) { return p.Run(t, c.flags, argv...) }, bin)
+			kitInContainer(t, func(argv ...string) (string, string, int) { return p.Run(t, c.flags, argv...) }, bin, nsexec.ModeNoProc)
 		})
 	}
 }
@@ -146,18 +146,28 @@ func TestConformanceInContainerd(t *testing.T) {
 		image := "docker.io/moat/native-kit:" + u.name
 		c.ImportBusybox(t, image, u.user)
 		t.Run(u.name, func(t *testing.T) {
-			kitInContainer(t, func(argv ...string) (string, string, int) { return c.Run(t, image, nil, argv...) }, bin)
+			kitInContainer(t, func(argv ...string) (string, string, int) { return c.Run(t, image, nil, argv...) }, bin, nsexec.ModeNoProc)
+		})
+		// Under containerd's default seccomp profile (ctr run --seccomp, a
+		// pod's RuntimeDefault) no user namespace can be made: the kit
+		// runs in no-userns with that rung's claim.
+		t.Run(u.name+"-seccomp", func(t *testing.T) {
+			if nsexec.LandlockABI() < nsexec.NoUserNSMinABI {
+				t.Logf("Landlock ABI %d is below the no-userns rung's %d: the rung's refusal is TestNoUserNSModeBelowLandlockABI's", nsexec.LandlockABI(), nsexec.NoUserNSMinABI)
+				return
+			}
+			kitInContainer(t, func(argv ...string) (string, string, int) { return c.Run(t, image, []string{"--seccomp"}, argv...) }, bin, nsexec.ModeNoUserNS)
 		})
 	}
 }
 
 // kitInContainer runs TestConformanceHostMode of bin, this test binary, in
-// a fresh container (run runs argv in one), and wants it to reach the
-// no-proc mode and pass; it logs each check's verdict.
-func kitInContainer(t *testing.T, run func(argv ...string) (string, string, int), bin string) {
+// a fresh container (run runs argv in one), and wants it to reach mode
+// and pass; it logs each check's verdict.
+func kitInContainer(t *testing.T, run func(argv ...string) (string, string, int), bin string, mode nsexec.Mode) {
 	t.Helper()
 	out, errs, code := run(bin, "-test.run", "^TestConformanceHostMode$", "-test.count=1", "-test.v")
-	if code != 0 || !strings.Contains(out, "mode no-proc") || !strings.Contains(out, "--- PASS: TestConformanceHostMode") {
+	if code != 0 || !strings.Contains(out, "mode "+string(mode)) || !strings.Contains(out, "--- PASS: TestConformanceHostMode") {
 		t.Fatalf("the kit in the container: exit %d\n%s\n%s", code, out, errs)
 	}
 	for _, l := range strings.Split(out, "\n") {
