@@ -32,7 +32,8 @@ func TestConfigMountRefused(t *testing.T) {
 		{specs.Mount{Type: "tmpfs", Destination: "/x", Options: []string{"bind"}}, "mounts[0].options[0]"},
 		{specs.Mount{Type: "tmpfs", Destination: "/x", Options: []string{"size=4096", "size=8192"}}, "mounts[0].options[1]"},
 		{specs.Mount{Source: "/usr", Destination: "/x", Options: []string{"rw", "ro"}}, "mounts[0].options"},
-		{specs.Mount{Source: "/usr", Destination: "/x", Options: []string{"rslave"}}, "mounts[0].options[0]"},
+		{specs.Mount{Source: "/usr", Destination: "/x", Options: []string{"suid"}}, "mounts[0].options[0]"},
+		{specs.Mount{Source: "/usr", Destination: "/x", Options: []string{"rslave", "shared2"}}, "mounts[0].options[1]"},
 	} {
 		_, err := Start(context.Background(), &Config{Args: []string{"/bin/true"}, Mounts: []specs.Mount{tc.m}}, Stdio{})
 		var ce *ConfigError
