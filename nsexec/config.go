@@ -215,6 +215,9 @@ type wire struct {
 	// KeepHostname: the uts namespace is a joined one, whose hostname is
 	// its owner's (Config.Hostname names it for /etc in host mode).
 	KeepHostname bool `json:"keepHostname,omitempty"`
+	// Reuse: the deferred Go init serves one dispatch after another
+	// (WithReuse, reuse_init_linux.go).
+	Reuse bool `json:"reuse,omitempty"`
 }
 
 // request is the second frame of a deferred child: what the tool of this

@@ -46,6 +46,9 @@ type Process struct {
 	toolWS   syscall.WaitStatus
 	toolOK   bool
 
+	// disp is one dispatch of a reused sandbox (reuse_linux.go), else nil.
+	disp *dispatched
+
 	mu       sync.Mutex
 	holds    []int // namespace descriptors kept until the tool was reaped
 	released bool
@@ -195,6 +198,9 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 // status as the init reported it, else (the init was killed) the init's. It
 // may be called more than once and from several goroutines.
 func (p *Process) Wait() (Exit, error) {
+	if p.disp != nil {
+		return p.waitDispatch()
+	}
 	<-p.done
 	if p.err != nil {
 		return Exit{}, fmt.Errorf("wait for sandbox pid %d: %w", p.proc.Pid, p.err)

@@ -100,7 +100,7 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 		defer tail.Close()
 	}
 	frame, err := encodeFrame(&wire{Config: c, SetGroups: m.setgroups, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Tail: tail != nil, Sources: paths.ids,
-		Proc: j.has(unix.CLONE_NEWPID), KeepHostname: j.has(unix.CLONE_NEWUTS) || c.InheritHostname, Handover: o.handover, Check: deferred && o.check != nil})
+		Proc: j.has(unix.CLONE_NEWPID), KeepHostname: j.has(unix.CLONE_NEWUTS) || c.InheritHostname, Handover: o.handover, Check: deferred && o.check != nil, Reuse: o.reuse})
 	if err != nil {
 		paths.giveBack(o.logger)
 		return nil, nil, err
