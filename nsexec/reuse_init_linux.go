@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -280,7 +281,15 @@ func (c *child) freshMounts(work string) error {
 		if err != nil {
 			return stepErr(StepTmp, target, "reuse", err)
 		}
-		return mountAt(root, target, scope, fd)
+		kept, err := c.bindsUnder(target)
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+		if err := mountAt(root, target, scope, fd); err != nil {
+			return err
+		}
+		return kept()
 	}
 	const plain = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 	if err := tmp("/tmp", strictTarget, plain, "mode=1777", "size="+strconv.FormatInt(cfg.TmpSize, 10)); err != nil {
@@ -303,7 +312,16 @@ func (c *child) freshMounts(work string) error {
 		if err != nil {
 			return stepErr(StepMount, m.Destination, "reuse: create the tmpfs", err)
 		}
+		_ = os.MkdirAll(m.Destination, 0o755) // below a fresh /tmp
+		kept, err := c.bindsUnder(m.Destination)
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
 		if err := mountAt(root, m.Destination, inRootTarget, fd); err != nil {
+			return err
+		}
+		if err := kept(); err != nil {
 			return err
 		}
 	}
@@ -340,6 +358,56 @@ func (c *child) freshMounts(work string) error {
 		return stepErr(StepBind, "/work/"+work, "reuse: open_tree", err)
 	}
 	return mountAt(root, "/work", strictTarget, tree)
+}
+
+// bindsUnder clones the Config binds below target, which a fresh tmpfs is
+// about to cover (a bind under /tmp, the runner's directory of a test),
+// and returns what attaches the clones again on the new tmpfs, where it
+// makes their targets. A clone keeps its mounts' flags (read-only
+// included): open_tree(2) OPEN_TREE_CLONE copies them.
+func (c *child) bindsUnder(target string) (func() error, error) {
+	type kept struct {
+		dest string
+		tree int
+		dir  bool
+	}
+	var trees []kept
+	for _, m := range c.cfg.Mounts {
+		if m.Type == MountTmpfs || !strings.HasPrefix(m.Destination, target+"/") {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(m.Destination, &st); err != nil {
+			return nil, stepErr(StepBind, m.Destination, "reuse: below "+target, err)
+		}
+		tree, err := unix.OpenTree(unix.AT_FDCWD, m.Destination, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			for _, k := range trees {
+				unix.Close(k.tree)
+			}
+			return nil, stepErr(StepBind, m.Destination, "reuse: open_tree below "+target, err)
+		}
+		trees = append(trees, kept{m.Destination, tree, st.Mode&unix.S_IFMT == unix.S_IFDIR})
+	}
+	return func() error {
+		var first error
+		for _, k := range trees {
+			err := os.MkdirAll(k.dest, 0o755)
+			if !k.dir {
+				if err = os.MkdirAll(filepath.Dir(k.dest), 0o755); err == nil {
+					err = os.WriteFile(k.dest, nil, 0o644)
+				}
+			}
+			if err == nil {
+				err = unix.MoveMount(k.tree, "", unix.AT_FDCWD, k.dest, unix.MOVE_MOUNT_F_EMPTY_PATH)
+			}
+			unix.Close(k.tree)
+			if err != nil && first == nil {
+				first = stepErr(StepBind, k.dest, "reuse: attach again", err)
+			}
+		}
+		return first
+	}, nil
 }
 
 // loadThisThread installs prog on the calling thread alone: seccomp(2)

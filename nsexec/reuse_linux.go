@@ -43,6 +43,18 @@ func checkReuse(c *Config, o *options) error {
 		return bad("a sandbox handed over is served by another process")
 	case len(o.joins) > 0:
 		return bad("a joined namespace is not the sandbox's to reset")
+	}
+	return CheckReuse(c)
+}
+
+// CheckReuse refuses a Config whose sandbox WithReuse cannot reset (with
+// a *ConfigError naming WithReuse): egress, NoProc, sysctls, a copy-up
+// tmpfs.
+func CheckReuse(c *Config) error {
+	bad := func(reason string) error {
+		return &ConfigError{Field: "WithReuse", Value: "", Reason: reason}
+	}
+	switch {
 	case c.Egress != nil:
 		return bad("the egress forwarder's connections would span dispatches")
 	case c.NoProc:
