@@ -256,7 +256,7 @@ func New(opts ...Option) (*Provider, error) {
 		l.release()
 		return nil, err
 	}
-	if o.reuse > 1 {
+	if o.reuse < 0 || o.reuse > 1 {
 		if err := checkReuse(&o, l); err != nil {
 			l.release()
 			return nil, err
