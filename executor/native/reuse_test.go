@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moat-sandbox/moat/cgroups"
 	"github.com/moat-sandbox/moat/executor"
 	"github.com/moat-sandbox/moat/executor/native"
 	"github.com/moat-sandbox/moat/ledger"
@@ -56,5 +57,25 @@ func TestReusePostureAndStats(t *testing.T) {
 	s := p.PoolStats()
 	if s.Reused < 2 || s.Reset < 2 {
 		t.Fatalf("stats %+v: want 2 reused dispatches and resets at least", s)
+	}
+}
+
+// TestReuseRefusesV1Leaves: with the host's own cgroup manager, reuse is
+// refused where a dispatch's leaf would be a v1 one (this hybrid host:
+// run WithoutCgroups), and allowed on v2.
+func TestReuseRefusesV1Leaves(t *testing.T) {
+	p, err := native.New(native.WithPool(1), native.WithReuse(5), native.WithLedger(&ledger.Memory{}))
+	var re *native.ReuseError
+	if errors.As(err, &re) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if l := p.Cgroups().Layout; l == cgroups.V1 || l == cgroups.Hybrid {
+		if p.Posture().Isolation.Native.Cgroup != "none" {
+			t.Fatalf("reuse allowed with %v leaves", l)
+		}
 	}
 }
