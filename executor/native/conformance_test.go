@@ -73,3 +73,7 @@ func TestReuseBatteryAsNobody(t *testing.T) {
 	}
 	conformance.RunReuse(t, reuseProvider)
 }
+
+// TestReuseConformance: the whole kit (reference checks, isolation,
+// hostile syscalls) on sandboxes that serve many dispatches each.
+func TestReuseConformance(t *testing.T) { conformance.Run(t, reuseProvider, everything) }

@@ -231,7 +231,7 @@ func (p *process) Wait() (executor.ExitStatus, error) {
 	p.waited = true
 	p.mu.Unlock()
 	status := exitStatus(st)
-	oom := false
+	oom := false // or pids-limit hits: a reused sandbox is discarded after either
 	if p.leaf != nil {
 		read := p.leaf.Events // what the outcome needs
 		if p.onUsage != nil {
@@ -245,6 +245,7 @@ func (p *process) Wait() (executor.ExitStatus, error) {
 					Message: fmt.Sprintf("tool '%s' was killed by the kernel at its memory limit of %d bytes", p.tool, p.memory)}
 			}
 			if u.PidsLimitHits > 0 {
+				oom = true // a reused leaf's count would carry over: discard it too
 				status.Note = fmt.Sprintf("the sandbox hit its pids limit %d times: forks were refused", u.PidsLimitHits)
 			}
 			if p.onUsage != nil {
