@@ -64,16 +64,24 @@ func init() {
 		out, err := cmd.CombinedOutput()
 		return map[string]any{"out": string(out), "ok": err == nil}
 	}
-	// A would-be survivor: a listening abstract socket in a session of
-	// its own, asleep.
+	// A listening abstract socket passed to a would-be survivor: a
+	// sleep in a session of its own that ignores SIGTERM and holds it.
 	probes["probe-listen"] = func(map[string]json.RawMessage) any {
-		syscall.Setsid()
 		l, err := net.Listen("unix", "@moat-reuse")
 		if err != nil {
 			return map[string]any{"err": err.Error()}
 		}
-		time.Sleep(time.Hour)
-		return l.Addr().String()
+		f, err := l.(*net.UnixListener).File()
+		if err != nil {
+			return map[string]any{"err": err.Error()}
+		}
+		cmd := exec.Command("/bin/sh", "-c", `trap "" TERM; exec sleep 1000`)
+		cmd.ExtraFiles = []*os.File{f}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			return map[string]any{"err": err.Error()}
+		}
+		return map[string]any{"survivor": cmd.Process.Pid}
 	}
 }
 
@@ -156,7 +164,7 @@ ipcmk -M 4096 >/dev/null && ipcmk -S 1 >/dev/null && ipcmk -Q >/dev/null || exit
 (setsid sh -c 'trap "" TERM; exec sleep 1000' >/dev/null 2>&1 &)
 (setsid sh -c 'trap "" TERM; x=$(head -c 33554432 /dev/zero | tr "\0" a); sleep 1000' >/dev/null 2>&1 &)
 echo '{"tool":"l","args":{"behavior":"probe-listen"}}' > /tmp/req
-("$RUNNER" < /tmp/req >/dev/null 2>&1 &)
+"$RUNNER" < /tmp/req >/dev/null 2>&1
 for i in $(seq 100); do grep -q moat-reuse /proc/net/unix && break; sleep 0.02; done
 grep -q moat-reuse /proc/net/unix || { echo "no listener"; exit 1; }
 echo left`
