@@ -3,6 +3,7 @@ package native_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,7 @@ func TestReuseRefusesV1Leaves(t *testing.T) {
 	p, err := native.New(native.WithPool(1), native.WithReuse(5), native.WithLedger(&ledger.Memory{}))
 	var re *native.ReuseError
 	if errors.As(err, &re) {
+		t.Logf("refused: %v", err)
 		return
 	}
 	if err != nil {
@@ -77,5 +79,27 @@ func TestReuseRefusesV1Leaves(t *testing.T) {
 		if p.Posture().Isolation.Native.Cgroup != "none" {
 			t.Fatalf("reuse allowed with %v leaves", l)
 		}
+	}
+}
+
+// TestReuseRefusesUsageOnALeaf: WithUsage with reuse is refused wherever a
+// dispatch would have a cgroup leaf, whose peak and CPU time would span
+// dispatches.
+func TestReuseRefusesUsageOnALeaf(t *testing.T) {
+	usage := native.WithUsage(func(*executor.Request, cgroups.Usage) {})
+	p, err := native.New(native.WithPool(1), native.WithReuse(5), usage, native.WithLedger(&ledger.Memory{}))
+	var re *native.ReuseError
+	if errors.As(err, &re) {
+		if !strings.Contains(re.Reason, "WithUsage") {
+			t.Fatalf("refused for another reason: %v", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if c := p.Posture().Isolation.Native.Cgroup; c != "none" {
+		t.Fatalf("reuse with WithUsage allowed on a %s leaf", c)
 	}
 }
