@@ -137,6 +137,9 @@ type NativeIsolation struct {
 	Mode       string   `json:"mode,omitempty"`
 	ModeReason string   `json:"modeReason,omitempty"`
 	ModeDrops  []string `json:"modeDrops,omitempty"`
+	// Reuse, when set, says each prepared sandbox serves up to
+	// Dispatches dispatches, each after a proven reset (native.WithReuse).
+	Reuse *Reuse `json:"reuse,omitempty"`
 }
 
 // EgressPolicy is a sandbox's egress allowlist as the policy states it.
@@ -426,3 +429,8 @@ func (c Config) Posture(name string, isolation *Isolation) Posture {
 
 // millis is d in milliseconds, fraction included (the nearest double).
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Reuse is the posture's reuse: how many dispatches one sandbox serves.
+type Reuse struct {
+	Dispatches int `json:"dispatches"`
+}

@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 18 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Umask; 14: ReadOnlyTopOnly; 15: Landlock; 16: NoProc, InheritHostname; 17: RootfsPropagation, Devices; 18: NoUserNS
+const ConfigVersion = 19 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Umask; 14: ReadOnlyTopOnly; 15: Landlock; 16: NoProc, InheritHostname; 17: RootfsPropagation, Devices; 18: NoUserNS; 19: the wire's Reuse
 
 // Network modes.
 const (
@@ -236,6 +236,9 @@ type wire struct {
 	KeepHostname bool `json:"keepHostname,omitempty"`
 	// TmpDir is the run's TMPDIR in mode no-userns (Config.NoUserNS).
 	TmpDir string `json:"tmpDir,omitempty"`
+	// Reuse: the deferred Go init serves one dispatch after another
+	// (WithReuse, reuse_init_linux.go).
+	Reuse bool `json:"reuse,omitempty"`
 }
 
 // request is the second frame of a deferred child: what the tool of this

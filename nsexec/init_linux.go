@@ -203,6 +203,9 @@ func (c *child) run() error {
 			return err
 		}
 	}
+	if w.Reuse {
+		return c.serveReuse() // reuse_init_linux.go
+	}
 	if c.deferred && !c.tail {
 		if err := c.await(); err != nil {
 			return err

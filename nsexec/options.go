@@ -39,6 +39,7 @@ type options struct {
 	chosen    func(Identity) error // WithIdentityChosen
 	handover  bool                 // WithHandover
 	check     *toolCheck           // WithToolCheck
+	reuse     bool                 // WithReuse
 }
 
 // toolCheck is what WithToolCheck asks the prepared sandbox to resolve.

@@ -23,6 +23,8 @@ type Pending struct {
 	// pidfd is the init's pidfd when it was prepared WithHandover (Detach
 	// hands it over), else nil.
 	pidfd *os.File
+	// reuse is the state of a sandbox prepared WithReuse, else nil.
+	reuse *reuser
 
 	mu   sync.Mutex
 	used bool
@@ -42,6 +44,12 @@ func Prepare(ctx context.Context, cfg *Config, opts ...Option) (*Pending, error)
 		return nil, err
 	}
 	c.Args, c.Env = nil, nil
+	if o.reuse {
+		if err := checkReuse(c, &o); err != nil {
+			return nil, err
+		}
+		o.noTail = true // the Go init serves every dispatch (reuse_linux.go)
+	}
 	if o.check != nil {
 		if o.check.name == "" {
 			return nil, &ConfigError{Field: "WithToolCheck", Value: "", Reason: "names no tool"}
@@ -59,6 +67,9 @@ func Prepare(ctx context.Context, cfg *Config, opts ...Option) (*Pending, error)
 	}
 	o.logger.Debug("sandbox prepared", "pid", p.Pid())
 	s := &Pending{proc: p, sync: sync, timeout: o.timeout}
+	if o.reuse {
+		s.reuse = newReuser()
+	}
 	if p.pidfd >= 0 {
 		s.pidfd = os.NewFile(uintptr(p.pidfd), "sandbox-pidfd")
 		p.pidfd = -1
@@ -92,6 +103,9 @@ var ErrUsed = errors.New("nsexec: this prepared sandbox was already used or clos
 // does. A Pending serves exactly one Exec; on error the sandbox is gone.
 // The prepared init stays pid 1 and starts the tool as its only child.
 func (s *Pending) Exec(ctx context.Context, args, env []string, stdio Stdio) (*Process, error) {
+	if s.reuse != nil {
+		return s.ExecWork(ctx, "", args, env, stdio)
+	}
 	s.mu.Lock()
 	used := s.used
 	s.used = true

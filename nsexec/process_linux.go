@@ -51,6 +51,8 @@ type Process struct {
 	// groupKill: a SIGKILL goes to the init's process group, which holds
 	// every process of a no-userns sandbox (nouserns_linux.go).
 	groupKill bool
+	// disp is one dispatch of a reused sandbox (reuse_linux.go), else nil.
+	disp *dispatched
 
 	mu       sync.Mutex
 	holds    []int // namespace descriptors kept until the tool was reaped
@@ -221,6 +223,9 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 // status as the init reported it, else (the init was killed) the init's. It
 // may be called more than once and from several goroutines.
 func (p *Process) Wait() (Exit, error) {
+	if p.disp != nil {
+		return p.waitDispatch()
+	}
 	<-p.done
 	if p.err != nil {
 		return Exit{}, fmt.Errorf("wait for sandbox pid %d: %w", p.proc.Pid, p.err)

@@ -107,7 +107,7 @@ func spawnAs(ctx context.Context, c *Config, stdio Stdio, o *options, deferred b
 	// j.proc) or has none (NoProc): userns.c.
 	userProc := j.has(unix.CLONE_NEWUSER) && !j.has(unix.CLONE_NEWPID) && !c.NoProc
 	frame, err := encodeFrame(&wire{Config: c, SetGroups: m.setgroups, Trace: trace, Deferred: deferred, Tasks: len(o.tasks), Tail: tail != nil, Sources: paths.ids,
-		Proc: j.has(unix.CLONE_NEWPID) || userProc, KeepHostname: j.has(unix.CLONE_NEWUTS) || c.InheritHostname, Handover: o.handover, Check: deferred && o.check != nil, TmpDir: o.tmpDir})
+		Proc: j.has(unix.CLONE_NEWPID) || userProc, KeepHostname: j.has(unix.CLONE_NEWUTS) || c.InheritHostname, Handover: o.handover, Check: deferred && o.check != nil, TmpDir: o.tmpDir, Reuse: o.reuse})
 	if err != nil {
 		paths.giveBack(o.logger)
 		return nil, nil, err

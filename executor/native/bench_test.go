@@ -113,6 +113,34 @@ func BenchmarkDispatch(b *testing.B) {
 		dispatchLoop(b, p, nil)
 		reportPool(b, p)
 	})
+	// Reuse on (-reuse, native.WithReuse) and off (-nocg), both without
+	// cgroups, which reuse needs on a hybrid host: the same three rows.
+	for _, v := range []struct {
+		name string
+		opts []native.Option
+	}{{"nocg", nil}, {"reuse", []native.Option{native.WithReuse(1000)}}} {
+		opts := append([]native.Option{native.WithInitPath(moatInit(b)), native.WithoutCgroups()}, v.opts...)
+		b.Run("native-warm-init-"+v.name, func(b *testing.B) {
+			p := benchProvider(b, append(opts, native.WithPool(2))...)
+			dispatchLoop(b, p, func() { waitPool(b, p, 2) })
+			reportPool(b, p)
+		})
+		b.Run("native-warm-parallel-"+v.name, func(b *testing.B) {
+			p := benchProvider(b, append(opts, native.WithPool(4))...)
+			waitPool(b, p, 4)
+			ns := parallelLoop(b, p)
+			if parFloor > 0 {
+				b.ReportMetric(ns/parFloor, "x-subprocess-parallel")
+			}
+			reportPool(b, p)
+		})
+		b.Run("native-warm-sustained-"+v.name, func(b *testing.B) {
+			p := benchProvider(b, append(opts, native.WithPool(2))...)
+			waitPool(b, p, 2)
+			dispatchLoop(b, p, nil)
+			reportPool(b, p)
+		})
+	}
 }
 
 // benchProvider is the native provider with full isolation: the default

@@ -6,6 +6,7 @@ import (
 	"github.com/moat-sandbox/moat/conformance"
 	"github.com/moat-sandbox/moat/conformance/testenv"
 	"github.com/moat-sandbox/moat/executor"
+	"github.com/moat-sandbox/moat/executor/native"
 	"github.com/moat-sandbox/moat/executor/subprocess"
 	"github.com/moat-sandbox/moat/nsexec"
 )
@@ -58,3 +59,21 @@ func TestEndsAsAPlainProcessAsNobody(t *testing.T) {
 	}
 	conformance.Compare(t, plainProvider, newProvider)
 }
+
+// reuseProvider is the reuse battery's factory: the default policy with a
+// pool of one sandbox that serves up to 50 dispatches, without cgroups
+// (a v1 leaf cannot be reused, and the battery must run on every layout).
+var reuseProvider = policyProvider("default", native.WithPool(1), native.WithReuse(50), native.WithoutCgroups())
+
+func TestReuseBattery(t *testing.T) { conformance.RunReuse(t, reuseProvider) }
+
+func TestReuseBatteryAsNobody(t *testing.T) {
+	if testenv.RunAsUser(t, testenv.NobodyUID, testenv.NobodyGID) {
+		return
+	}
+	conformance.RunReuse(t, reuseProvider)
+}
+
+// TestReuseConformance: the whole kit (reference checks, isolation,
+// hostile syscalls) on sandboxes that serve many dispatches each.
+func TestReuseConformance(t *testing.T) { conformance.Run(t, reuseProvider, everything) }

@@ -33,12 +33,17 @@ type launcher struct {
 	pool       *pool
 	egress     *egressRoute
 	mode       modeChoice // the rung and what it drops (mode.go)
+	reuse      int        // dispatches per pooled sandbox when above 1 (reuse_linux.go)
 }
 
 func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Process, error) {
 	args := append([]string{in.Path}, in.Args...)
 	if l.pool != nil {
-		if e := l.pool.take(); e != nil {
+		if e := l.pool.take(); e != nil && l.reuse > 1 {
+			if p, err := l.launchReused(ctx, e, in, args); p != nil || err != nil {
+				return p, err
+			}
+		} else if e != nil {
 			if err := l.pool.swapWorkdir(e, in.Workdir); err != nil {
 				l.logger.Debug("warm pool: start cold", "reason", err)
 				l.pool.miss()
@@ -152,7 +157,7 @@ func (l *launcher) process(proc *nsexec.Process, leaf *cgroups.Leaf, req *execut
 	p := &process{proc: proc, leaf: leaf, tool: req.Tool, req: req, onUsage: l.onUsage, onEgress: l.egressUsage(),
 		memory: memoryLimit(l.resources), logger: l.logger}
 	if l.pool != nil {
-		p.after = l.pool.refillAfter
+		p.after, p.pool = l.pool.refillAfter, l.pool
 	}
 	return p
 }
@@ -192,10 +197,13 @@ type process struct {
 	memory   int64
 	logger   *slog.Logger
 	after    func() // once the sandbox is gone (the warm pool's refill)
+	pool     *pool
 	egress   *egress.Sandbox
+	reused   *pooled // the reusable sandbox it runs in (reuse_linux.go)
 
-	mu     sync.Mutex
-	waited bool
+	mu       sync.Mutex
+	waited   bool
+	signaled bool // the pipeline signaled it: a reused sandbox is discarded
 }
 
 // Signal signals the sandbox's pid 1, the init, which forwards every
@@ -208,6 +216,7 @@ func (p *process) Signal(sig syscall.Signal) error {
 	if p.waited {
 		return nil
 	}
+	p.signaled = true
 	if sig == unix.SIGKILL && p.leaf != nil {
 		_ = p.leaf.Kill()
 	}
@@ -222,6 +231,7 @@ func (p *process) Wait() (executor.ExitStatus, error) {
 	p.waited = true
 	p.mu.Unlock()
 	status := exitStatus(st)
+	oom := false // or pids-limit hits: a reused sandbox is discarded after either
 	if p.leaf != nil {
 		read := p.leaf.Events // what the outcome needs
 		if p.onUsage != nil {
@@ -230,18 +240,22 @@ func (p *process) Wait() (executor.ExitStatus, error) {
 		u, serr := read()
 		if serr == nil {
 			if u.OOMKilled {
+				oom = true
 				status.Err = &executor.Error{Code: executor.CodeOOM,
 					Message: fmt.Sprintf("tool '%s' was killed by the kernel at its memory limit of %d bytes", p.tool, p.memory)}
 			}
 			if u.PidsLimitHits > 0 {
+				oom = true // a reused leaf's count would carry over: discard it too
 				status.Note = fmt.Sprintf("the sandbox hit its pids limit %d times: forks were refused", u.PidsLimitHits)
 			}
 			if p.onUsage != nil {
 				p.onUsage(p.req, u)
 			}
 		}
-		if derr := p.leaf.Delete(); derr != nil {
-			p.logger.Warn("remove the dispatch's cgroup", "err", derr)
+		if p.reused == nil { // a reused sandbox's leaf goes with it
+			if derr := p.leaf.Delete(); derr != nil {
+				p.logger.Warn("remove the dispatch's cgroup", "err", derr)
+			}
 		}
 	}
 	if p.egress != nil {
@@ -252,7 +266,12 @@ func (p *process) Wait() (executor.ExitStatus, error) {
 			p.onEgress(p.req, p.egress.Usage())
 		}
 	}
-	if p.after != nil {
+	if p.reused != nil {
+		p.mu.Lock()
+		signaled := p.signaled
+		p.mu.Unlock()
+		p.pool.giveBack(p.reused, signaled || status.Signal != 0, oom)
+	} else if p.after != nil {
 		p.after()
 	}
 	return status, err

@@ -55,6 +55,7 @@ type options struct {
 	onEgress   func(*executor.Request, egress.Usage)
 	noLandlock bool
 	mode       nsexec.Mode
+	reuse      int // WithReuse
 }
 
 // WithSeccompStore keeps the policy's compiled seccomp program in dir
@@ -255,6 +256,13 @@ func New(opts ...Option) (*Provider, error) {
 		l.release()
 		return nil, err
 	}
+	if o.reuse < 0 || o.reuse > 1 {
+		if err := checkReuse(&o, l); err != nil {
+			l.release()
+			return nil, err
+		}
+		l.reuse = o.reuse
+	}
 	if o.poolSize > 0 && l.egress != nil {
 		// A pooled sandbox is prepared before its dispatch is known, and
 		// its egress socket counts for the dispatch: start each cold.
@@ -265,7 +273,11 @@ func New(opts ...Option) (*Provider, error) {
 		rc := p.Config()
 		l.pool = newPool(l, o.poolSize, o.poolIdle, rc.WorkdirBase, []string{rc.WorkdirPrefix, runWorkdirPrefix})
 	}
-	return &Provider{pipeline: p, launcher: l, native: attest(l, o.policy, o.hostID, o.hostIDs)}, nil
+	n := attest(l, o.policy, o.hostID, o.hostIDs)
+	if l.reuse > 1 {
+		n.Reuse = &executor.Reuse{Dispatches: l.reuse}
+	}
+	return &Provider{pipeline: p, launcher: l, native: n}, nil
 }
 
 // Dispatch runs one tool call in a fresh sandbox.

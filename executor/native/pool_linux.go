@@ -45,6 +45,9 @@ type PoolStats struct {
 	// Failed counts failed prepares; LastError is the latest.
 	Failed    int
 	LastError error
+	// Reused counts dispatches served by a sandbox that had served one
+	// before (WithReuse), Reset the resets that let a sandbox serve again.
+	Reused, Reset int
 }
 
 // pooled is one waiting sandbox.
@@ -77,6 +80,8 @@ type pool struct {
 	closed   bool
 	stats    PoolStats
 	failures int // consecutive failed prepares, for the backoff
+	out      int // reusable sandboxes serving a dispatch now (reuse_linux.go)
+	reuse    reuseStats
 	cleanup  sync.WaitGroup
 }
 
@@ -187,7 +192,7 @@ func (p *pool) refill() {
 func (p *pool) wanted() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return !p.closed && len(p.ready) < p.size && time.Since(p.lastUse) < p.idle
+	return !p.closed && len(p.ready)+p.out < p.size && time.Since(p.lastUse) < p.idle
 }
 
 // expire discards the sandboxes that waited longer than the idle timeout.
@@ -224,6 +229,9 @@ func (p *pool) prepare() (*pooled, error) {
 	}
 	defer placed()
 	cfg.CgroupNS = leaf != nil && !cfg.NoUserNS // no-userns: no namespace, the leaf is placement only
+	if p.l.reuse > 1 {
+		opts = append(opts, nsexec.WithReuse())
+	}
 	pending, err := nsexec.Prepare(p.ctx, &cfg, opts...)
 	if err != nil {
 		p.l.deleteLeaf(leaf)
@@ -277,6 +285,7 @@ func (p *pool) snapshot() PoolStats {
 	defer p.mu.Unlock()
 	s := p.stats
 	s.Ready = len(p.ready)
+	s.Reused, s.Reset = int(p.reuse.reused.Load()), int(p.reuse.reset.Load())
 	return s
 }
 
@@ -287,9 +296,24 @@ func (p *pool) snapshot() PoolStats {
 // directory of ours in the pool's base qualifies; rename refuses a non-empty
 // one (ENOTEMPTY), so a caller's files are never replaced.
 func (p *pool) swapWorkdir(e *pooled, dir string) error {
-	// Beside the pooled one: both were made by workdir.Create in the base,
-	// under its resolved path (which a link in the base makes another
-	// string than p.base).
+	if err := p.swappable(e, dir); err != nil {
+		return err
+	}
+	// syscall.Rename, not os.Rename, which refuses any existing directory
+	// as the new name before asking the kernel.
+	if err := syscall.Rename(e.workdir.Path, dir); err != nil {
+		return fmt.Errorf("swap the pooled workdir in: %w", err)
+	}
+	// The directory is the dispatch's now, under its name and marker.
+	e.workdir.Release()
+	return nil
+}
+
+// swappable says whether dir, the dispatch's workdir, may be replaced by
+// one of e's: a fresh per-call one of ours, beside e's (both were made by
+// workdir.Create in the base, under its resolved path, which a link in the
+// base makes another string than p.base).
+func (p *pool) swappable(e *pooled, dir string) error {
 	if dir == "" || filepath.Dir(filepath.Clean(dir)) != filepath.Dir(e.workdir.Path) {
 		return errors.New("the workdir is not in the pool's base")
 	}
@@ -301,13 +325,6 @@ func (p *pool) swapWorkdir(e *pooled, dir string) error {
 	if !ours {
 		return errors.New("the workdir is not a fresh per-call one")
 	}
-	// syscall.Rename, not os.Rename, which refuses any existing directory
-	// as the new name before asking the kernel.
-	if err := syscall.Rename(e.workdir.Path, dir); err != nil {
-		return fmt.Errorf("swap the pooled workdir in: %w", err)
-	}
-	// The directory is the dispatch's now, under its name and marker.
-	e.workdir.Release()
 	return nil
 }
 
