@@ -121,6 +121,8 @@ func TestEventsOOM(t *testing.T) {
 	spec.Linux.Resources.Memory = &specs.LinuxMemory{Limit: &mem}
 	running(t, root, "oom1", spec)
 	cmd := exec.Command(runtimeBin(t), "--root", root, "events", "--interval", "100ms", "oom1")
+	var serr strings.Builder
+	cmd.Stderr = &serr
 	so, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +149,11 @@ func TestEventsOOM(t *testing.T) {
 		}
 	}
 	if len(types) < 2 || types[len(types)-1] != "oom" || types[0] != "stats" {
-		t.Fatalf("stream: events %v, want stats and then an oom", types)
+		// Which way the stream ended says whether the container did (the
+		// OOM killer took more than the line's tail) or events failed.
+		werr := cmd.Wait()
+		st, _, _ := rt(t, root, "state", "oom1")
+		t.Fatalf("stream: events %v, want stats and then an oom; events ended: %v, stderr %q; state: %s", types, werr, serr.String(), st)
 	}
 	if !sc.Scan() || !strings.Contains(sc.Text(), `"type":"stats"`) {
 		t.Errorf("after the oom event: %q, want the stats that go on", sc.Text())
