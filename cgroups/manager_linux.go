@@ -186,6 +186,9 @@ func (m *Manager) Create(id string, res *specs.LinuxResources) (*Leaf, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseExtras(res); err != nil {
+		return nil, err
+	}
 	if m.tree == nil {
 		return nil, &DelegationError{Reason: "no cgroup is writable here (" + m.posture.Memory.Reason + ")", Fix: m.posture.Fix}
 	}
