@@ -304,7 +304,7 @@ func cpusetInherit(dir string) error {
 // not at all where it can be.
 func (e extras) lacking(v2 bool, have func(controller string) bool) error {
 	for _, n := range []struct {
-		asked        bool
+		asked         bool
 		field, v1, v2 string
 	}{
 		{e.cpus != "" || e.mems != "", "cpu.cpus and mems", "cpuset", "cpuset"},
