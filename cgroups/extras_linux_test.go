@@ -29,14 +29,15 @@ func cleanupAll(t *testing.T, h *Host, path string) []string {
 	return dirs
 }
 
-// aDisk is the MAJOR:MINOR of a whole block device of this host (the
-// throttle files take no partition), or "" with none.
+// aDisk is the major and minor number of a whole, fixed block device of
+// this host (the throttle files take no partition), if there is one.
 func aDisk() (int64, int64, bool) {
 	ents, _ := os.ReadDir("/sys/dev/block")
 	for _, e := range ents {
 		d := filepath.Join("/sys/dev/block", e.Name())
 		size, _ := os.ReadFile(filepath.Join(d, "size"))
-		if exists(filepath.Join(d, "partition")) || strings.TrimSpace(string(size)) == "0" {
+		removable, _ := os.ReadFile(filepath.Join(d, "removable"))
+		if exists(filepath.Join(d, "partition")) || strings.TrimSpace(string(size)) == "0" || strings.TrimSpace(string(removable)) == "1" {
 			continue
 		}
 		maj, min, _ := strings.Cut(e.Name(), ":")
