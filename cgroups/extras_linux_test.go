@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-
-	"github.com/moat-sandbox/moat/conformance/testenv"
 )
 
 // cleanupAll removes what a test left at path in every hierarchy a path
@@ -151,9 +149,10 @@ func TestCreatePathExtras(t *testing.T) {
 
 // TestCreatePathRefusesMissingController: hugepageLimits where the
 // hugetlb controller is not there for the group (this hybrid host
-// mounts no v1 hugetlb hierarchy; runc fails the same), and a block I/O
+// mounts no v1 hugetlb hierarchy; runc fails the same), a block I/O
 // weight where the kernel has no weight file (no CFQ or BFQ scheduler),
-// are refused naming the field, and nothing is left behind.
+// and on cgroup v2 a leaf weight, which it has no file for, are refused
+// naming the field, and nothing is left behind.
 func TestCreatePathRefusesMissingController(t *testing.T) {
 	h := pathHost(t)
 	cases := 0
@@ -182,8 +181,22 @@ func TestCreatePathRefusesMissingController(t *testing.T) {
 			t.Errorf("a blkio weight with no weight file: %v, want a LimitsError naming blockIO", err)
 		}
 	}
+	if v2 := asV2(h); v2 != nil {
+		// cgroup v2 has no leaf weight: runc drops it, moat refuses it.
+		cases++
+		path := "/" + testParent("leafweight")
+		dirs := cleanupAll(t, v2, path)
+		_, err := CreatePath(path, &specs.LinuxResources{BlockIO: &specs.LinuxBlockIO{LeafWeight: u16(300)}}, WithHost(v2))
+		var le *LimitsError
+		if !errors.As(err, &le) || le.Field != "blockIO.leafWeight" {
+			t.Errorf("a v2 leaf weight: %v, want a LimitsError naming blockIO.leafWeight", err)
+		}
+		if exists(dirs[0]) {
+			t.Errorf("%s left after a refused create", dirs[0])
+		}
+	}
 	if cases == 0 {
-		testenv.Skipf(t, "not this layout: every controller the checks lack is here (hugetlb, a blkio weight file)")
+		t.Skip("not this layout: every controller the checks lack is here (hugetlb, a blkio weight file)")
 	}
 }
 
@@ -194,19 +207,19 @@ func TestCreatePathRefusesMissingController(t *testing.T) {
 func TestCreatePathHugetlb(t *testing.T) {
 	h := pathHost(t)
 	if !exists("/sys/kernel/mm/hugepages/hugepages-2048kB") {
-		testenv.Skipf(t, "not this layout: no 2MB huge pages")
+		t.Skip("not this layout: no 2MB huge pages")
 	}
 	if h.Layout == Hybrid && h.V1["hugetlb"] == "" && hasField(h.Unified, "cgroup.controllers", "hugetlb") {
-		h = &Host{Layout: Unified, Unified: h.Unified, UnifiedControllers: h.UnifiedControllers, SelfUnified: h.SelfUnified}
+		h = asV2(h)
 	}
 	file := "hugetlb.2MB.limit_in_bytes"
 	if h.Layout == Unified {
 		file = "hugetlb.2MB.max"
 		if !hasField(h.Unified, "cgroup.controllers", "hugetlb") {
-			testenv.Skipf(t, "not this layout: no hugetlb controller in %s", h.Unified)
+			t.Skipf("not this layout: no hugetlb controller in %s", h.Unified)
 		}
 	} else if h.V1["hugetlb"] == "" {
-		testenv.Skipf(t, "not this layout: no cgroup v1 hugetlb hierarchy (TestCreatePathRefusesMissingController)")
+		t.Skip("not this layout: no cgroup v1 hugetlb hierarchy (TestCreatePathRefusesMissingController)")
 	}
 	path := "/" + testParent("huge")
 	dirs := cleanupAll(t, h, path)
@@ -230,7 +243,7 @@ func TestCreatePathHugetlb(t *testing.T) {
 func TestCreatePathCpusetParentNotFilled(t *testing.T) {
 	h := pathHost(t)
 	if h.Layout == Unified || h.V1["cpuset"] == "" {
-		testenv.Skipf(t, "not this layout: no cgroup v1 cpuset hierarchy (a v2 cpuset group is usable empty)")
+		t.Skip("not this layout: no cgroup v1 cpuset hierarchy (a v2 cpuset group is usable empty)")
 	}
 	engine := "/" + testParent("cpusetparent")
 	cleanupAll(t, h, engine)
@@ -272,4 +285,17 @@ func TestExtrasFromRefusesOutOfRange(t *testing.T) {
 	if err != nil || !e.empty() {
 		t.Errorf("runc update's unset values: %+v, %v, want no extras", e, err)
 	}
+}
+
+// asV2 is h on cgroup v2, or a hybrid host's cgroup2 mount seen as a v2
+// host (its controllers are those no v1 hierarchy binds), so the v2
+// writers run on this hybrid development host too; nil on v1 alone.
+func asV2(h *Host) *Host {
+	switch h.Layout {
+	case Unified:
+		return h
+	case Hybrid:
+		return &Host{Layout: Unified, Unified: h.Unified, UnifiedControllers: h.UnifiedControllers, SelfUnified: h.SelfUnified}
+	}
+	return nil
 }
