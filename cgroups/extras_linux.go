@@ -19,7 +19,7 @@ func setV1Extras(ctl map[string]string, e extras) error {
 	need := func(field, c string) (string, error) {
 		d, ok := ctl[c]
 		if !ok {
-			return "", &ControllerError{Field: field, Controller: c}
+			return "", &ControllerError{Field: field, Controller: c, Why: "no cgroup v1 " + c + " hierarchy is mounted here"}
 		}
 		return d, nil
 	}
@@ -311,12 +311,12 @@ func (e extras) lacking(v2 bool, have func(controller string) bool) error {
 		{e.blkio != nil, "blockIO", "blkio", "io"},
 		{len(e.hugetlb) > 0, "hugepageLimits", "hugetlb", "hugetlb"},
 	} {
-		c := n.v1
+		c, why := n.v1, "the group is in no cgroup v1 "+n.v1+" hierarchy (a cpuset or hugetlb one is joined at create only when the config asks for it)"
 		if v2 {
-			c = n.v2
+			c, why = n.v2, "the "+n.v2+" controller is not enabled for the group (not available in its parent)"
 		}
 		if n.asked && !have(c) {
-			return &ControllerError{Field: n.field, Controller: c}
+			return &ControllerError{Field: n.field, Controller: c, Why: why}
 		}
 	}
 	return nil

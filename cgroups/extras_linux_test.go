@@ -299,3 +299,28 @@ func asV2(h *Host) *Host {
 	}
 	return nil
 }
+
+// TestUpdateCpusetNotJoined: a v1 group made without cpus or mems joined
+// no cpuset hierarchy, so an update asking them is refused naming the
+// field and why, and writes nothing (its pids limit stays).
+func TestUpdateCpusetNotJoined(t *testing.T) {
+	h := pathHost(t)
+	if h.Layout == Unified || h.V1["cpuset"] == "" || h.V1["pids"] == "" {
+		t.Skip("not this layout: no cgroup v1 cpuset and pids hierarchies (v2 groups get the cpuset controller where it is available)")
+	}
+	path := "/" + testParent("nocpuset")
+	cleanupAll(t, h, path)
+	leaf, err := CreatePath(path, &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: i64(40)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leaf.Delete()
+	err = leaf.Update(&specs.LinuxResources{Pids: &specs.LinuxPids{Limit: i64(41)}, CPU: &specs.LinuxCPU{Cpus: "0"}})
+	var ce *ControllerError
+	if !errors.As(err, &ce) || ce.Controller != "cpuset" || !strings.Contains(err.Error(), "joined at create") {
+		t.Errorf("update of cpus: %v, want a ControllerError saying the group joined no cpuset hierarchy", err)
+	}
+	if got := readTrim(t, filepath.Join(h.V1["pids"], path), "pids.max"); got != "40" {
+		t.Errorf("pids.max = %s after a refused update, want 40", got)
+	}
+}
