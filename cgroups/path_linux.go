@@ -64,8 +64,9 @@ func v1Wants(e extras) []string {
 var pathV2Extra = []string{"cpuset", "io", "hugetlb"}
 
 // CreatePath creates the cgroup at path (see above) with the limits of
-// res (memory, pids, cpu, and on cgroup v1 the device rules of
-// res.Devices, in their order) and returns it as a Leaf, which Delete
+// res (memory, pids, cpu, the extras runc's cgroupfs driver writes too:
+// extras.go, and on cgroup v1 the device rules of res.Devices, in their
+// order) and returns it as a Leaf, which Delete
 // removes together with the levels CreatePath made. A limit res asks for
 // that this host cannot enforce there is a *RequiredError. WithHost and
 // WithLogger apply; other options are ignored.
