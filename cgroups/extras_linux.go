@@ -321,3 +321,28 @@ func (e extras) lacking(v2 bool, have func(controller string) bool) error {
 	}
 	return nil
 }
+
+// writeShares writes the cpu shares of res in a Manager's new leaf, as
+// CreatePath writes them (v1 cpu.shares, v2 cpu.weight), where the leaf
+// has the cpu controller; without it they are not applied, as a degraded
+// limit is not (Manager.Create).
+func writeShares(ops leafOps, res *specs.LinuxResources) error {
+	if res == nil || res.CPU == nil || res.CPU.Shares == nil || *res.CPU.Shares == 0 {
+		return nil
+	}
+	e, err := extrasFrom(&specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: res.CPU.Shares}})
+	if err != nil {
+		return err
+	}
+	switch l := ops.(type) {
+	case *v1Leaf:
+		if _, ok := l.ctl["cpu"]; ok {
+			return setV1Extras(l.ctl, e)
+		}
+	case *v2Leaf:
+		if hasField(l.dir, "cgroup.controllers", "cpu") {
+			return setV2Extras(l.dir, e)
+		}
+	}
+	return nil
+}

@@ -324,3 +324,28 @@ func TestUpdateCpusetNotJoined(t *testing.T) {
 		t.Errorf("pids.max = %s after a refused update, want 40", got)
 	}
 }
+
+// TestCreateWritesShares, TestV2CreateWritesShares: a Manager's leaf gets
+// the cpu shares of res at create, as runc writes them (v1 cpu.shares,
+// v2 cpu.weight); before, only an update wrote them.
+func TestCreateWritesShares(t *testing.T)   { checkCreateShares(t, rootManager(t)) }
+func TestV2CreateWritesShares(t *testing.T) { checkCreateShares(t, v2RootManager(t)) }
+
+func checkCreateShares(t *testing.T, m *Manager) {
+	leaf, err := m.Create("shares", &specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: u64(256)}, Pids: &specs.LinuxPids{Limit: i64(20)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leaf.Delete()
+	s, err := leaf.Settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := uint64(256)
+	if _, v2 := m.tree.(*v2Tree); v2 {
+		want = shareOfWeight(weightOfShares(256))
+	}
+	if s.CPUShares != want {
+		t.Errorf("CPUShares = %d after create, want %d", s.CPUShares, want)
+	}
+}

@@ -199,7 +199,13 @@ func (m *Manager) Create(id string, res *specs.LinuxResources) (*Leaf, error) {
 	}
 	name := m.leaves.leafName(id)
 	ops, err := m.tree.create(name, lim)
+	if err == nil {
+		err = writeShares(ops, res)
+	}
 	if err != nil {
+		if ops != nil {
+			ops.remove()
+		}
 		return nil, fmt.Errorf("create cgroup %s: %w", id, err)
 	}
 	return &Leaf{id: id, ops: ops, log: m.log}, nil
