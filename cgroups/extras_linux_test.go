@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -183,6 +184,7 @@ func TestCreatePathRefusesMissingController(t *testing.T) {
 	}
 	if v2 := asV2(h); v2 != nil {
 		// cgroup v2 has no leaf weight: runc drops it, moat refuses it.
+		keepSubtree(t, h)
 		cases++
 		path := "/" + testParent("leafweight")
 		dirs := cleanupAll(t, v2, path)
@@ -210,6 +212,7 @@ func TestCreatePathHugetlb(t *testing.T) {
 		t.Skip("not this layout: no 2MB huge pages")
 	}
 	if h.Layout == Hybrid && h.V1["hugetlb"] == "" && hasField(h.Unified, "cgroup.controllers", "hugetlb") {
+		keepSubtree(t, h)
 		h = asV2(h)
 	}
 	file := "hugetlb.2MB.limit_in_bytes"
@@ -298,6 +301,27 @@ func asV2(h *Host) *Host {
 		return &Host{Layout: Unified, Unified: h.Unified, UnifiedControllers: h.UnifiedControllers, SelfUnified: h.SelfUnified}
 	}
 	return nil
+}
+
+// keepSubtree gives a hybrid host's cgroup2 root back the controllers it
+// enabled for its children before the test (CreatePath enables the
+// extras' there, as it would on a v2 host), when the test ends.
+func keepSubtree(t *testing.T, h *Host) {
+	if h.Layout != Hybrid {
+		return
+	}
+	before, err := fields(h.Unified, "cgroup.subtree_control")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		now, _ := fields(h.Unified, "cgroup.subtree_control")
+		for _, c := range now {
+			if !slices.Contains(before, c) {
+				writeFile(h.Unified, "cgroup.subtree_control", "-"+c)
+			}
+		}
+	})
 }
 
 // TestUpdateCpusetNotJoined: a v1 group made without cpus or mems joined
