@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -298,28 +299,83 @@ func cpusetInherit(dir string) error {
 	return nil
 }
 
+// need is one extra asked for: its field and the controller that takes
+// it, by its v1 and its v2 name.
+type need struct{ field, v1, v2 string }
+
+// needs lists the controllers the extras e ask for, in the order they
+// are written.
+func (e extras) needs() []need {
+	var n []need
+	for _, c := range []struct {
+		asked bool
+		need
+	}{
+		{e.cpus != "" || e.mems != "", need{"cpu.cpus and mems", "cpuset", "cpuset"}},
+		{e.shares != 0, need{"cpu.shares", "cpu", "cpu"}},
+		{e.reservation != 0 || e.swappiness != nil, need{"memory.reservation and swappiness", "memory", "memory"}},
+		{e.blkio != nil, need{"blockIO", "blkio", "io"}},
+		{len(e.hugetlb) > 0, need{"hugepageLimits", "hugetlb", "hugetlb"}},
+	} {
+		if c.asked {
+			n = append(n, c.need)
+		}
+	}
+	return n
+}
+
 // lacking returns a *ControllerError for the first extra whose controller
 // the group has not (have says whether it has one, by its v2 name on
-// cgroup v2), before anything is written: an update is applied whole or
-// not at all where it can be.
-func (e extras) lacking(v2 bool, have func(controller string) bool) error {
-	for _, n := range []struct {
-		asked         bool
-		field, v1, v2 string
-	}{
-		{e.cpus != "" || e.mems != "", "cpu.cpus and mems", "cpuset", "cpuset"},
-		{e.blkio != nil, "blockIO", "blkio", "io"},
-		{len(e.hugetlb) > 0, "hugepageLimits", "hugetlb", "hugetlb"},
-	} {
-		c, why := n.v1, "the group is in no cgroup v1 "+n.v1+" hierarchy (a cpuset or hugetlb one is joined at create only when the config asks for it)"
+// cgroup v2, its v1 name otherwise), before anything is written: a create
+// or an update is applied whole or not at all where it can be. why says
+// why the group lacks it.
+func (e extras) lacking(v2 bool, have func(controller string) bool, why func(need) string) error {
+	for _, n := range e.needs() {
+		c := n.v1
 		if v2 {
-			c, why = n.v2, "the "+n.v2+" controller is not enabled for the group (not available in its parent)"
+			c = n.v2
 		}
-		if n.asked && !have(c) {
-			return &ControllerError{Field: n.field, Controller: c, Why: why}
+		if !have(c) {
+			return &ControllerError{Field: n.field, Controller: c, Why: why(n)}
 		}
 	}
 	return nil
+}
+
+// v1Absent says why a v1 group cannot have n's controller when h mounts
+// no v1 hierarchy of it, or is "" when h does. On a hybrid layout the
+// controller may be on the cgroup2 mount only (hugetlb, on a host whose
+// v1 hierarchies were set up before it had one): moat writes a
+// cgroupsPath's resources in the v1 hierarchies alone there, as runc's v1
+// driver does (it fails "cannot set hugetlb limit" on such a host), and
+// enables nothing in the cgroup2 hierarchy, whose root and groups are not
+// moat's to change.
+func v1Absent(h *Host, n need) string {
+	if h == nil || h.V1[n.v1] != "" {
+		return ""
+	}
+	why := "no cgroup v1 " + n.v1 + " hierarchy is mounted here"
+	if h.Layout == Hybrid && slices.Contains(h.UnifiedControllers, n.v2) {
+		why += " (this hybrid host has " + n.v2 + " on its cgroup2 mount only, which moat does not use for a " +
+			"cgroupsPath's resources on a hybrid layout, as runc's v1 driver does not: give the host a v1 " + n.v1 + " hierarchy, or boot it cgroup v2 only)"
+	}
+	return why
+}
+
+// v1NotJoined is why a v1 path leaf lacks n's controller at an update:
+// the host has no v1 hierarchy of it (v1Absent), or the group did not
+// join the one there is at create.
+func v1NotJoined(n need) string {
+	h, _ := Detect()
+	if why := v1Absent(h, n); why != "" {
+		return why
+	}
+	return "the group is in no cgroup v1 " + n.v1 + " hierarchy (a cpuset or hugetlb one is joined at create only when the config asks for it)"
+}
+
+// v2NotEnabled is why a v2 group lacks n's controller.
+func v2NotEnabled(n need) string {
+	return "the " + n.v2 + " controller is not enabled for the group (not available in its parent)"
 }
 
 // writeShares writes the cpu shares of res in a Manager's new leaf, as

@@ -148,30 +148,14 @@ func TestCreatePathExtras(t *testing.T) {
 	}
 }
 
-// TestCreatePathRefusesMissingController: hugepageLimits where the
-// hugetlb controller is not there for the group (this hybrid host
-// mounts no v1 hugetlb hierarchy; runc fails the same), a block I/O
-// weight where the kernel has no weight file (no CFQ or BFQ scheduler),
-// and on cgroup v2 a leaf weight, which it has no file for, are refused
-// naming the field, and nothing is left behind.
+// TestCreatePathRefusesMissingController: a block I/O weight where the
+// kernel has no weight file (no CFQ or BFQ scheduler), and on cgroup v2 a
+// leaf weight, which it has no file for, are refused naming the field,
+// and nothing is left behind. (hugepageLimits without a v1 hugetlb
+// hierarchy: TestCreatePathHugetlb.)
 func TestCreatePathRefusesMissingController(t *testing.T) {
 	h := pathHost(t)
 	cases := 0
-	if h.Layout != Unified && h.V1["hugetlb"] == "" {
-		cases++
-		path := "/" + testParent("hugetlb")
-		dirs := cleanupAll(t, h, path)
-		_, err := CreatePath(path, &specs.LinuxResources{HugepageLimits: []specs.LinuxHugepageLimit{{Pagesize: "2MB", Limit: 1 << 21}}})
-		var ce *ControllerError
-		if !errors.As(err, &ce) || ce.Controller != "hugetlb" || ce.Field != "hugepageLimits" {
-			t.Errorf("hugepageLimits without a hugetlb hierarchy: %v, want a ControllerError naming both", err)
-		}
-		for _, d := range dirs {
-			if exists(d) {
-				t.Errorf("%s left after a refused create", d)
-			}
-		}
-	}
 	if b := h.V1["blkio"]; h.Layout != Unified && b != "" && !exists(filepath.Join(b, "blkio.weight")) && !exists(filepath.Join(b, "blkio.bfq.weight")) {
 		cases++
 		path := "/" + testParent("weight")
@@ -182,13 +166,14 @@ func TestCreatePathRefusesMissingController(t *testing.T) {
 			t.Errorf("a blkio weight with no weight file: %v, want a LimitsError naming blockIO", err)
 		}
 	}
-	if v2 := asV2(h); v2 != nil {
+	if h.Layout == Unified {
 		// cgroup v2 has no leaf weight: runc drops it, moat refuses it.
-		keepSubtree(t, h)
+		// Only on a v2 host (the VM): a hybrid host's cgroup2 root is not
+		// the test's to enable controllers in.
 		cases++
 		path := "/" + testParent("leafweight")
-		dirs := cleanupAll(t, v2, path)
-		_, err := CreatePath(path, &specs.LinuxResources{BlockIO: &specs.LinuxBlockIO{LeafWeight: u16(300)}}, WithHost(v2))
+		dirs := cleanupAll(t, h, path)
+		_, err := CreatePath(path, &specs.LinuxResources{BlockIO: &specs.LinuxBlockIO{LeafWeight: u16(300)}})
 		var le *LimitsError
 		if !errors.As(err, &le) || le.Field != "blockIO.leafWeight" {
 			t.Errorf("a v2 leaf weight: %v, want a LimitsError naming blockIO.leafWeight", err)
@@ -198,43 +183,66 @@ func TestCreatePathRefusesMissingController(t *testing.T) {
 		}
 	}
 	if cases == 0 {
-		t.Skip("not this layout: every controller the checks lack is here (hugetlb, a blkio weight file)")
+		t.Skip("not this layout: neither cgroup v2 only nor a v1 blkio hierarchy without a weight file")
 	}
 }
 
 // TestCreatePathHugetlb: a hugepage limit is written where the hugetlb
-// controller is there (v1 hugetlb.2MB.limit_in_bytes, v2 hugetlb.2MB.max).
-// A hybrid host whose cgroup2 mount offers hugetlb (this one: no v1
-// hierarchy binds it) runs the v2 writer there, as if it were v2 only.
+// controller is there for the group (v1 hugetlb.2MB.limit_in_bytes, v2
+// hugetlb.2MB.max). Where no v1 hugetlb hierarchy is mounted on a v1 or
+// hybrid host (this one: its hugetlb is on the cgroup2 mount only) the
+// create is refused before any level is made, naming hugepageLimits and
+// the v1 hugetlb controller, as runc fails it ("cannot set hugetlb
+// limit"); the cgroup2 hierarchy is left as it was: no controller enabled
+// in its root, no group made in it.
 func TestCreatePathHugetlb(t *testing.T) {
 	h := pathHost(t)
+	path := "/" + testParent("huge")
+	dirs := cleanupAll(t, h, path)
+	res := &specs.LinuxResources{HugepageLimits: []specs.LinuxHugepageLimit{{Pagesize: "2MB", Limit: 4 << 21}}}
+	if h.Layout != Unified && h.V1["hugetlb"] == "" {
+		var before string
+		if h.Unified != "" {
+			before = readTrim(t, h.Unified, "cgroup.subtree_control")
+		}
+		_, err := CreatePath(path, res)
+		var ce *ControllerError
+		if !errors.As(err, &ce) || ce.Controller != "hugetlb" || ce.Field != "hugepageLimits" || !strings.Contains(err.Error(), "no cgroup v1 hugetlb hierarchy") {
+			t.Errorf("hugepageLimits without a v1 hugetlb hierarchy: %v, want a ControllerError naming both", err)
+		}
+		if slices.Contains(h.UnifiedControllers, "hugetlb") && !strings.Contains(err.Error(), "cgroup2 mount only") {
+			t.Errorf("the refusal %q does not say the host's hugetlb is on its cgroup2 mount only", err)
+		}
+		for _, d := range dirs {
+			if exists(d) {
+				t.Errorf("%s left after a refused create", d)
+			}
+		}
+		if h.Unified != "" {
+			if exists(filepath.Join(h.Unified, path)) {
+				t.Errorf("a group was made at %s in the cgroup2 hierarchy", path)
+			}
+			if got := readTrim(t, h.Unified, "cgroup.subtree_control"); got != before {
+				t.Errorf("the cgroup2 root's subtree_control changed: %q, was %q", got, before)
+			}
+		}
+		return
+	}
 	if !exists("/sys/kernel/mm/hugepages/hugepages-2048kB") {
 		t.Skip("not this layout: no 2MB huge pages")
 	}
-	if h.Layout == Hybrid && h.V1["hugetlb"] == "" && hasField(h.Unified, "cgroup.controllers", "hugetlb") {
-		keepSubtree(t, h)
-		h = asV2(h)
-	}
-	file := "hugetlb.2MB.limit_in_bytes"
+	file, dir := "hugetlb.2MB.limit_in_bytes", filepath.Join(h.V1["hugetlb"], path)
 	if h.Layout == Unified {
-		file = "hugetlb.2MB.max"
+		file, dir = "hugetlb.2MB.max", dirs[0]
 		if !hasField(h.Unified, "cgroup.controllers", "hugetlb") {
 			t.Skipf("not this layout: no hugetlb controller in %s", h.Unified)
 		}
-	} else if h.V1["hugetlb"] == "" {
-		t.Skip("not this layout: no cgroup v1 hugetlb hierarchy (TestCreatePathRefusesMissingController)")
 	}
-	path := "/" + testParent("huge")
-	dirs := cleanupAll(t, h, path)
-	leaf, err := CreatePath(path, &specs.LinuxResources{HugepageLimits: []specs.LinuxHugepageLimit{{Pagesize: "2MB", Limit: 4 << 21}}}, WithHost(h))
+	leaf, err := CreatePath(path, res)
 	if err != nil {
 		t.Fatalf("CreatePath: %v", err)
 	}
 	defer leaf.Delete()
-	dir := dirs[0]
-	if h.Layout != Unified {
-		dir = filepath.Join(h.V1["hugetlb"], path)
-	}
 	if got := readTrim(t, dir, file); got != strconv.Itoa(4<<21) {
 		t.Errorf("%s = %q, want %d", file, got, 4<<21)
 	}
@@ -288,40 +296,6 @@ func TestExtrasFromRefusesOutOfRange(t *testing.T) {
 	if err != nil || !e.empty() {
 		t.Errorf("runc update's unset values: %+v, %v, want no extras", e, err)
 	}
-}
-
-// asV2 is h on cgroup v2, or a hybrid host's cgroup2 mount seen as a v2
-// host (its controllers are those no v1 hierarchy binds), so the v2
-// writers run on this hybrid development host too; nil on v1 alone.
-func asV2(h *Host) *Host {
-	switch h.Layout {
-	case Unified:
-		return h
-	case Hybrid:
-		return &Host{Layout: Unified, Unified: h.Unified, UnifiedControllers: h.UnifiedControllers, SelfUnified: h.SelfUnified}
-	}
-	return nil
-}
-
-// keepSubtree gives a hybrid host's cgroup2 root back the controllers it
-// enabled for its children before the test (CreatePath enables the
-// extras' there, as it would on a v2 host), when the test ends.
-func keepSubtree(t *testing.T, h *Host) {
-	if h.Layout != Hybrid {
-		return
-	}
-	before, err := fields(h.Unified, "cgroup.subtree_control")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		now, _ := fields(h.Unified, "cgroup.subtree_control")
-		for _, c := range now {
-			if !slices.Contains(before, c) {
-				writeFile(h.Unified, "cgroup.subtree_control", "-"+c)
-			}
-		}
-	})
 }
 
 // TestUpdateCpusetNotJoined: a v1 group made without cpus or mems joined

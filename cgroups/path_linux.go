@@ -372,6 +372,11 @@ func createV1Path(h *Host, path string, lim limits, ext extras, devices []specs.
 		}
 		return ""
 	})
+	if err == nil {
+		// Refused before any level is made: a controller no v1 hierarchy
+		// here has (on a hybrid host, perhaps one its cgroup2 mount has).
+		err = ext.lacking(false, func(c string) bool { _, ok := v.ctl[c]; return ok }, func(n need) string { return v1Absent(h, n) })
+	}
 	if err == nil && len(devices) > 0 && v.ctl["devices"] == "" {
 		err = &PathError{Path: path, Reason: "linux.resources.devices needs the cgroup v1 devices hierarchy, which is not mounted"}
 	}

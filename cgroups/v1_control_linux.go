@@ -120,7 +120,7 @@ func readInt(dir, name string) (int64, error) {
 // that shrinks after the memory limit. -1 lifts a limit in every v1 file
 // written here.
 func (l *v1Leaf) update(u update) error {
-	if err := u.extras.lacking(false, func(c string) bool { _, ok := l.ctl[c]; return ok }); err != nil {
+	if err := u.extras.lacking(false, func(c string) bool { _, ok := l.ctl[c]; return ok }, v1NotJoined); err != nil {
 		return err
 	}
 	if u.memory != nil || u.memSwap != nil {

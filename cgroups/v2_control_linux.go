@@ -90,7 +90,7 @@ func (l *v2Leaf) update(u update) error {
 		}
 		return err
 	}
-	if err := u.extras.lacking(true, func(c string) bool { return hasField(l.dir, "cgroup.controllers", c) }); err != nil {
+	if err := u.extras.lacking(true, func(c string) bool { return hasField(l.dir, "cgroup.controllers", c) }, v2NotEnabled); err != nil {
 		return err
 	}
 	if u.memory != nil {
