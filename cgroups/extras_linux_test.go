@@ -193,8 +193,8 @@ func TestCreatePathRefusesMissingController(t *testing.T) {
 // hybrid host (this one: its hugetlb is on the cgroup2 mount only) the
 // create is refused before any level is made, naming hugepageLimits and
 // the v1 hugetlb controller, as runc fails it ("cannot set hugetlb
-// limit"); the cgroup2 hierarchy is left as it was: no controller enabled
-// in its root, no group made in it.
+// limit"), and so is an update; the cgroup2 hierarchy is left as it
+// was: no controller enabled in its root, no group made in it.
 func TestCreatePathHugetlb(t *testing.T) {
 	h := pathHost(t)
 	path := "/" + testParent("huge")
@@ -217,6 +217,18 @@ func TestCreatePathHugetlb(t *testing.T) {
 			if exists(d) {
 				t.Errorf("%s left after a refused create", d)
 			}
+		}
+		// An update of a group made without them is refused the same.
+		leaf, err := CreatePath(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = leaf.Update(res)
+		if !errors.As(err, &ce) || ce.Controller != "hugetlb" || !strings.Contains(err.Error(), "no cgroup v1 hugetlb hierarchy") {
+			t.Errorf("an update of hugepageLimits without a v1 hugetlb hierarchy: %v, want a ControllerError saying so", err)
+		}
+		if err := leaf.Delete(); err != nil {
+			t.Fatal(err)
 		}
 		if h.Unified != "" {
 			if exists(filepath.Join(h.Unified, path)) {
