@@ -15,9 +15,13 @@ var ErrNoFreezer = errors.New("cgroups: the leaf has no freezer (cgroup v1: moun
 type ControllerError struct {
 	Field      string // the resource asked, e.g. "memory.limit"
 	Controller string // what the leaf lacks, e.g. "memory"
+	Why        string // why, when more is known than that it lacks it
 }
 
 func (e *ControllerError) Error() string {
+	if e.Why != "" {
+		return fmt.Sprintf("cgroups: %s cannot be enforced: %s", e.Field, e.Why)
+	}
 	return fmt.Sprintf("cgroups: %s cannot be enforced: the leaf has no %s controller on this host", e.Field, e.Controller)
 }
 

@@ -121,6 +121,11 @@ func (l *Leaf) Update(res *specs.LinuxResources) error {
 	if err != nil {
 		return err
 	}
+	if !l.atPath {
+		if err := refuseExtras(res); err != nil {
+			return err
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c, err := l.control()

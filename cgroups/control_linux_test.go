@@ -198,11 +198,11 @@ func checkUpdateRefused(t *testing.T, m *Manager) {
 	pids := &specs.LinuxPids{Limit: i64(99)}
 	for field, res := range map[string]*specs.LinuxResources{
 		"memory.reservation":      {Pids: pids, Memory: &specs.LinuxMemory{Reservation: i64(1 << 20)}},
-		"memory.kernel":           {Pids: pids, Memory: &specs.LinuxMemory{Kernel: i64(1 << 20)}},
+		"memory.swappiness":       {Pids: pids, Memory: &specs.LinuxMemory{Swappiness: u64(60)}},
 		"memory.disableOOMKiller": {Pids: pids, Memory: &specs.LinuxMemory{DisableOOMKiller: bptr(true)}},
 		"memory.swap":             {Pids: pids, Memory: &specs.LinuxMemory{Limit: i64(64 << 20), Swap: i64(1 << 20)}},
 		"memory.limit":            {Pids: pids, Memory: &specs.LinuxMemory{Limit: i64(-5)}},
-		"cpu.cpus":                {Pids: pids, CPU: &specs.LinuxCPU{Cpus: "0"}},
+		"cpu.cpus and mems":       {Pids: pids, CPU: &specs.LinuxCPU{Cpus: "0"}},
 		"cpu.quota":               {Pids: pids, CPU: &specs.LinuxCPU{Quota: i64(10)}},
 		"cpu.period":              {Pids: pids, CPU: &specs.LinuxCPU{Period: u64(10)}},
 		"cpu.shares":              {Pids: pids, CPU: &specs.LinuxCPU{Shares: u64(1)}},

@@ -186,6 +186,9 @@ func (m *Manager) Create(id string, res *specs.LinuxResources) (*Leaf, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseExtras(res); err != nil {
+		return nil, err
+	}
 	if m.tree == nil {
 		return nil, &DelegationError{Reason: "no cgroup is writable here (" + m.posture.Memory.Reason + ")", Fix: m.posture.Fix}
 	}
@@ -196,7 +199,13 @@ func (m *Manager) Create(id string, res *specs.LinuxResources) (*Leaf, error) {
 	}
 	name := m.leaves.leafName(id)
 	ops, err := m.tree.create(name, lim)
+	if err == nil {
+		err = writeShares(ops, res)
+	}
 	if err != nil {
+		if ops != nil {
+			ops.remove()
+		}
 		return nil, fmt.Errorf("create cgroup %s: %w", id, err)
 	}
 	return &Leaf{id: id, ops: ops, log: m.log}, nil

@@ -33,12 +33,40 @@ import (
 
 // pathV1Controllers are the v1 hierarchies a path leaf lives in: a
 // Manager's (v1Controllers), devices for the config's device rules, and
-// blkio, which engines read for their I/O statistics (podman stats).
+// blkio, which engines read for their I/O statistics (podman stats) and
+// which takes blockIO.
 var pathV1Controllers = []string{"memory", "pids", "cpu", "cpuacct", "freezer", "devices", "blkio"}
 
+// pathV1Optional are the v1 hierarchies a path leaf joins only when its
+// resources at create ask for them (cpus or mems, hugepageLimits), and
+// which an update can then change. runc joins them always; moat does
+// not, because a v1 cpuset group is unusable until its cpus and mems are
+// filled (cpusetInherit), and an engine's parent level that exists with
+// them empty is not moat's to fill: a container that asks for no cpuset
+// is not made to fail on it.
+var pathV1Optional = []string{"cpuset", "hugetlb"}
+
+// v1Wants lists the hierarchies a path leaf with the extras e joins.
+func v1Wants(e extras) []string {
+	ctls := slices.Clone(pathV1Controllers)
+	if e.cpus != "" || e.mems != "" {
+		ctls = append(ctls, "cpuset")
+	}
+	if len(e.hugetlb) > 0 {
+		ctls = append(ctls, "hugetlb")
+	}
+	return ctls
+}
+
+// pathV2Extra are the v2 controllers a path leaf's parent enables beside
+// v2Wanted, for the extras; one that cannot be enabled is refused only
+// when the extras ask for it (its file is then missing).
+var pathV2Extra = []string{"cpuset", "io", "hugetlb"}
+
 // CreatePath creates the cgroup at path (see above) with the limits of
-// res (memory, pids, cpu, and on cgroup v1 the device rules of
-// res.Devices, in their order) and returns it as a Leaf, which Delete
+// res (memory, pids, cpu, the extras runc's cgroupfs driver writes too:
+// extras.go, and on cgroup v1 the device rules of res.Devices, in their
+// order) and returns it as a Leaf, which Delete
 // removes together with the levels CreatePath made. A limit res asks for
 // that this host cannot enforce there is a *RequiredError. WithHost and
 // WithLogger apply; other options are ignored.
@@ -51,6 +79,10 @@ func CreatePath(path string, res *specs.LinuxResources, opts ...Option) (*Leaf, 
 	if err != nil {
 		return nil, err
 	}
+	ext, err := extrasFrom(res)
+	if err != nil {
+		return nil, err
+	}
 	var devices []specs.LinuxDeviceCgroup
 	if res != nil {
 		devices = res.Devices
@@ -58,9 +90,9 @@ func CreatePath(path string, res *specs.LinuxResources, opts ...Option) (*Leaf, 
 	var l *Leaf
 	switch {
 	case h.Layout == V1 || h.Layout == Hybrid:
-		l, err = createV1Path(h, path, lim, devices)
+		l, err = createV1Path(h, path, lim, ext, devices)
 	case h.Layout == Unified:
-		l, err = createV2Path(h, path, lim)
+		l, err = createV2Path(h, path, lim, ext)
 	default:
 		err = &DelegationError{Reason: "no cgroup filesystem is mounted", Fix: fixHint}
 	}
@@ -83,7 +115,16 @@ func OpenPath(path string, made []string, opts ...Option) (*Leaf, error) {
 	if err != nil {
 		return nil, err
 	}
-	mounts, dirs, err := pathDirs(h, path)
+	ctls := slices.Clone(pathV1Controllers)
+	if h.Layout != Unified {
+		// An optional hierarchy is the leaf's where CreatePath made it.
+		for _, c := range pathV1Optional {
+			if _, d, err := pathDirsOf(h, path, []string{c}); err == nil && exists(d[0]) {
+				ctls = append(ctls, c)
+			}
+		}
+	}
+	mounts, dirs, err := pathDirsOf(h, path, ctls)
 	if err != nil {
 		return nil, fmt.Errorf("open cgroup %s: %w", path, err)
 	}
@@ -110,7 +151,7 @@ func OpenPath(path string, made []string, opts ...Option) (*Leaf, error) {
 		l.ops = &v2Leaf{dir: dirs[0], fdNum: -1, timeout: killTimeout}
 	} else {
 		v := &v1Leaf{ctl: map[string]string{}, timeout: killTimeout}
-		for _, ctl := range pathV1Controllers {
+		for _, ctl := range ctls {
 			if mnt, ok := h.V1[ctl]; ok {
 				i := slices.Index(mounts, mnt)
 				if i >= 0 {
@@ -145,10 +186,16 @@ func pathConfig(path string, opts []Option) (config, *Host, error) {
 	return c, h, nil
 }
 
-// pathDirs resolves path in every hierarchy a path leaf lives in: the
-// distinct mountpoints (co-mounted controllers share one) and the leaf's
-// directory below each, sorted by directory.
+// pathDirs resolves path in every hierarchy a path leaf lives in
+// (pathDirsOf the pathV1Controllers).
 func pathDirs(h *Host, path string) (mounts, dirs []string, err error) {
+	return pathDirsOf(h, path, pathV1Controllers)
+}
+
+// pathDirsOf resolves path in the v1 hierarchies ctls name, or in the v2
+// one: the distinct mountpoints (co-mounted controllers share one) and
+// the leaf's directory below each, sorted by directory.
+func pathDirsOf(h *Host, path string, ctls []string) (mounts, dirs []string, err error) {
 	type pair struct{ mount, dir string }
 	var ps []pair
 	add := func(mount, self string) error {
@@ -173,7 +220,7 @@ func pathDirs(h *Host, path string) (mounts, dirs []string, err error) {
 			return nil, nil, err
 		}
 	} else {
-		for _, ctl := range pathV1Controllers {
+		for _, ctl := range ctls {
 			if mnt, ok := h.V1[ctl]; ok {
 				if err := add(mnt, h.Self[ctl]); err != nil {
 					return nil, nil, err
@@ -307,13 +354,14 @@ func requireAt(path string, lim limits, have func(Limit) string) error {
 	return nil
 }
 
-func createV1Path(h *Host, path string, lim limits, devices []specs.LinuxDeviceCgroup) (*Leaf, error) {
-	mounts, dirs, err := pathDirs(h, path)
+func createV1Path(h *Host, path string, lim limits, ext extras, devices []specs.LinuxDeviceCgroup) (*Leaf, error) {
+	ctls := v1Wants(ext)
+	mounts, dirs, err := pathDirsOf(h, path, ctls)
 	if err != nil {
 		return nil, err
 	}
 	v := &v1Leaf{ctl: map[string]string{}, dirs: dirs, timeout: killTimeout}
-	for _, ctl := range pathV1Controllers {
+	for _, ctl := range ctls {
 		if mnt, ok := h.V1[ctl]; ok {
 			v.ctl[ctl] = dirs[slices.Index(mounts, mnt)]
 		}
@@ -324,6 +372,11 @@ func createV1Path(h *Host, path string, lim limits, devices []specs.LinuxDeviceC
 		}
 		return ""
 	})
+	if err == nil {
+		// Refused before any level is made: a controller no v1 hierarchy
+		// here has (on a hybrid host, perhaps one its cgroup2 mount has).
+		err = ext.lacking(false, func(c string) bool { _, ok := v.ctl[c]; return ok }, func(n need) string { return v1Absent(h, n) })
+	}
 	if err == nil && len(devices) > 0 && v.ctl["devices"] == "" {
 		err = &PathError{Path: path, Reason: "linux.resources.devices needs the cgroup v1 devices hierarchy, which is not mounted"}
 	}
@@ -334,9 +387,15 @@ func createV1Path(h *Host, path string, lim limits, devices []specs.LinuxDeviceC
 	if err != nil {
 		return nil, err
 	}
+	if d := v.ctl["cpuset"]; d != "" {
+		err = inheritCpusets(made, h.V1["cpuset"], d)
+	}
 	memsw := v.ctl["memory"] != "" && exists(filepath.Join(v.ctl["memory"], "memory.memsw.limit_in_bytes"))
 	if err == nil {
 		err = v.set(lim, memsw)
+	}
+	if err == nil {
+		err = setV1Extras(v.ctl, ext)
 	}
 	if err == nil && len(devices) > 0 {
 		err = setDevices(v.ctl["devices"], devices)
@@ -387,7 +446,7 @@ func deviceRule(r specs.LinuxDeviceCgroup) string {
 	return typ + " " + num(r.Major) + ":" + num(r.Minor) + " " + access
 }
 
-func createV2Path(h *Host, path string, lim limits) (*Leaf, error) {
+func createV2Path(h *Host, path string, lim limits, ext extras) (*Leaf, error) {
 	mounts, dirs, err := pathDirs(h, path)
 	if err != nil {
 		return nil, err
@@ -423,6 +482,9 @@ func createV2Path(h *Host, path string, lim limits) (*Leaf, error) {
 		for _, c := range v2Wanted {
 			why[c] = enableDown(levels, c, map[string][]string{})
 		}
+		for _, c := range pathV2Extra {
+			enableDown(levels, c, map[string][]string{})
+		}
 	}
 	if err := requireAt(path, lim, func(k Limit) string { return why[k.String()] }); err != nil {
 		return fail(err)
@@ -437,10 +499,28 @@ func createV2Path(h *Host, path string, lim limits) (*Leaf, error) {
 	if err := l.set(lim, enabled); err != nil {
 		return fail(err)
 	}
+	if err := setV2Extras(dir, ext); err != nil {
+		return fail(err)
+	}
 	fd, err := walkBeneath(path, mounts[0], dir, false, nil)
 	if err != nil {
 		return fail(err)
 	}
 	l.fdNum = fd
 	return &Leaf{id: path, ops: l, made: made, atPath: true}, nil
+}
+
+// inheritCpusets gives each cpuset level CreatePath made, shallowest
+// first, and the leaf itself (claimed, perhaps, and then as empty),
+// its parent's cpus and mems (cpusetInherit says why).
+func inheritCpusets(made []string, mount, leaf string) error {
+	for _, d := range made {
+		if d == leaf || !strings.HasPrefix(d, mount+"/") {
+			continue
+		}
+		if err := cpusetInherit(d); err != nil {
+			return err
+		}
+	}
+	return cpusetInherit(leaf)
 }

@@ -107,6 +107,9 @@ func StartScope(address, path string, pid int, res *specs.LinuxResources, opts .
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseExtras(res); err != nil {
+		return nil, err
+	}
 	var c config
 	for _, o := range opts {
 		o(&c)

@@ -13,14 +13,15 @@ type update struct {
 	cpuQuota  *int64 // µs per period
 	cpuPeriod *uint64
 	cpuShares *uint64
+	extras    extras // written as at CreatePath (shares excepted: cpuShares)
 }
 
 func (u update) empty() bool {
-	return u.memory == nil && u.memSwap == nil && u.pids == nil && u.cpuQuota == nil && u.cpuPeriod == nil && u.cpuShares == nil
+	return u.memory == nil && u.memSwap == nil && u.pids == nil && u.cpuQuota == nil && u.cpuPeriod == nil && u.cpuShares == nil && u.extras.empty()
 }
 
 // updateRefused is the reason given for a resource moat does not enforce.
-const updateRefused = "moat enforces only memory (limit, swap), pids (limit) and cpu (quota, period, shares); leave it unset or 0"
+const updateRefused = "moat enforces only memory (limit, swap, reservation, swappiness), pids (limit), cpu (quota, period, shares, cpus, mems), blockIO and hugepageLimits; leave it unset or 0"
 
 // updateFrom reads res with runc update's meaning: 0 and nil keep a
 // limit, -1 lifts it. Swap follows Create: a new memory limit without a
@@ -33,6 +34,11 @@ func updateFrom(res *specs.LinuxResources) (update, error) {
 	if err := refuseUnenforced(res); err != nil {
 		return u, err
 	}
+	var err error
+	if u.extras, err = extrasFrom(res); err != nil {
+		return u, err
+	}
+	u.extras.shares = 0
 	if m := res.Memory; m != nil {
 		if m.Limit != nil && *m.Limit != 0 {
 			if *m.Limit < -1 {
@@ -86,19 +92,12 @@ func updateFrom(res *specs.LinuxResources) (update, error) {
 
 // refuseUnenforced names the first resource set that moat does not
 // enforce. Zero values are unset, as runc update reads them (its own
-// command line fills every field it knows with 0).
+// command line fills every field it knows with 0). Kernel memory limits
+// pass and are not written, as at create (extrasFrom).
 func refuseUnenforced(res *specs.LinuxResources) error {
 	set := func(p *int64) bool { return p != nil && *p != 0 }
 	if m := res.Memory; m != nil {
 		switch {
-		case set(m.Reservation):
-			return &LimitsError{Field: "memory.reservation", Reason: updateRefused}
-		case set(m.Kernel):
-			return &LimitsError{Field: "memory.kernel", Reason: updateRefused}
-		case set(m.KernelTCP):
-			return &LimitsError{Field: "memory.kernelTCP", Reason: updateRefused}
-		case m.Swappiness != nil && *m.Swappiness != 0 && *m.Swappiness != ^uint64(0):
-			return &LimitsError{Field: "memory.swappiness", Reason: "swap is off in a moat sandbox"}
 		case m.DisableOOMKiller != nil && *m.DisableOOMKiller:
 			return &LimitsError{Field: "memory.disableOOMKiller", Reason: "a sandbox over its memory limit is OOM-killed and reported as such"}
 		case m.CheckBeforeUpdate != nil && *m.CheckBeforeUpdate:
@@ -107,10 +106,6 @@ func refuseUnenforced(res *specs.LinuxResources) error {
 	}
 	if c := res.CPU; c != nil {
 		switch {
-		case c.Cpus != "":
-			return &LimitsError{Field: "cpu.cpus", Reason: updateRefused}
-		case c.Mems != "":
-			return &LimitsError{Field: "cpu.mems", Reason: updateRefused}
 		case set(c.RealtimeRuntime):
 			return &LimitsError{Field: "cpu.realtimeRuntime", Reason: updateRefused}
 		case c.RealtimePeriod != nil && *c.RealtimePeriod != 0:
@@ -121,15 +116,7 @@ func refuseUnenforced(res *specs.LinuxResources) error {
 			return &LimitsError{Field: "cpu.idle", Reason: updateRefused}
 		}
 	}
-	if b := res.BlockIO; b != nil {
-		if (b.Weight != nil && *b.Weight != 0) || (b.LeafWeight != nil && *b.LeafWeight != 0) || len(b.WeightDevice) > 0 ||
-			len(b.ThrottleReadBpsDevice) > 0 || len(b.ThrottleWriteBpsDevice) > 0 || len(b.ThrottleReadIOPSDevice) > 0 || len(b.ThrottleWriteIOPSDevice) > 0 {
-			return &LimitsError{Field: "blockIO", Reason: updateRefused}
-		}
-	}
 	switch {
-	case len(res.HugepageLimits) > 0:
-		return &LimitsError{Field: "hugepageLimits", Reason: updateRefused}
 	case res.Network != nil && (res.Network.ClassID != nil || len(res.Network.Priorities) > 0):
 		return &LimitsError{Field: "network", Reason: updateRefused}
 	case len(res.Rdma) > 0:

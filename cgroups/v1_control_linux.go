@@ -120,6 +120,9 @@ func readInt(dir, name string) (int64, error) {
 // that shrinks after the memory limit. -1 lifts a limit in every v1 file
 // written here.
 func (l *v1Leaf) update(u update) error {
+	if err := u.extras.lacking(false, func(c string) bool { _, ok := l.ctl[c]; return ok }, v1NotJoined); err != nil {
+		return err
+	}
 	if u.memory != nil || u.memSwap != nil {
 		d, ok := l.ctl["memory"]
 		if !ok {
@@ -163,7 +166,7 @@ func (l *v1Leaf) update(u update) error {
 			}
 		}
 	}
-	return nil
+	return setV1Extras(l.ctl, u.extras)
 }
 
 func (l *v1Leaf) updateMemory(d string, u update) error {

@@ -90,6 +90,9 @@ func (l *v2Leaf) update(u update) error {
 		}
 		return err
 	}
+	if err := u.extras.lacking(true, func(c string) bool { return hasField(l.dir, "cgroup.controllers", c) }, v2NotEnabled); err != nil {
+		return err
+	}
 	if u.memory != nil {
 		v := "max"
 		if *u.memory > 0 {
@@ -152,5 +155,5 @@ func (l *v2Leaf) update(u update) error {
 			return ctl("cpu.shares", "cpu", err)
 		}
 	}
-	return nil
+	return setV2Extras(l.dir, u.extras)
 }

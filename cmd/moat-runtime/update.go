@@ -62,7 +62,7 @@ func updateResources(vals map[string]string, stdin io.Reader) (*specs.LinuxResou
 	}
 	for _, k := range []string{"l3-cache-schema", "mem-bw-schema"} {
 		if v := vals[k]; v != "" {
-			return nil, fmt.Errorf("--%s: moat does not manage Intel RDT; moat enforces only memory, pids and cpu", k)
+			return nil, fmt.Errorf("--%s: moat does not manage Intel RDT; moat enforces memory, pids, cpu, blockIO and hugepageLimits", k)
 		}
 	}
 	res := &specs.LinuxResources{Memory: &specs.LinuxMemory{}, CPU: &specs.LinuxCPU{}, Pids: &specs.LinuxPids{}, BlockIO: &specs.LinuxBlockIO{}}

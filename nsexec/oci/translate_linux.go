@@ -376,8 +376,13 @@ func (t *translator) sysctl(s map[string]string) {
 	}
 }
 
-// resources keeps memory, pids and cpu, which moat's cgroup leaf enforces.
-// Device rules are met by moat's fixed /dev, which has no other device.
+// resources keeps what moat's cgroup writes as runc's cgroupfs driver
+// does: memory (limit, swap, reservation, swappiness), pids, cpu (quota,
+// period, shares, cpus, mems), blockIO and hugepageLimits (the last ones
+// in a group at linux.cgroupsPath only: cgroups.CreatePath). Kernel
+// memory limits are taken and not written, as runc (1.1 and later) does
+// with them. Device rules are met by moat's fixed /dev, which has no
+// other device.
 func (t *translator) resources(r *specs.LinuxResources) {
 	if r == nil {
 		return
@@ -386,12 +391,22 @@ func (t *translator) resources(r *specs.LinuxResources) {
 	keep := false
 	if r.Memory != nil {
 		m := r.Memory
+		var mem specs.LinuxMemory
 		if m.Limit != nil && *m.Limit > 0 {
-			out.Memory = &specs.LinuxMemory{Limit: m.Limit}
+			mem.Limit = m.Limit
+		}
+		if m.Reservation != nil && *m.Reservation != 0 {
+			mem.Reservation = m.Reservation
+		}
+		if m.Swappiness != nil && *m.Swappiness != ^uint64(0) {
+			mem.Swappiness = m.Swappiness
+		}
+		if mem != (specs.LinuxMemory{}) {
+			out.Memory = &mem
 			keep = true
 		}
-		if m.Reservation != nil || m.Kernel != nil || m.KernelTCP != nil || (m.Swappiness != nil && *m.Swappiness != 0 && *m.Swappiness != ^uint64(0)) {
-			t.refuse("linux.resources.memory", "", "only limit is supported (swap is off in a moat sandbox)")
+		if (m.Kernel != nil && *m.Kernel != 0) || (m.KernelTCP != nil && *m.KernelTCP != 0) {
+			t.note("linux.resources.memory.kernel and kernelTCP: not written, as runc does not (kernel memory limits are deprecated)")
 		}
 		if m.DisableOOMKiller != nil && *m.DisableOOMKiller {
 			t.refuse("linux.resources.memory.disableOOMKiller", "true", "a sandbox over its memory limit is OOM-killed and reported as such")
@@ -405,16 +420,26 @@ func (t *translator) resources(r *specs.LinuxResources) {
 		keep = true
 	}
 	if c := r.CPU; c != nil {
-		if (c.Quota != nil && *c.Quota > 0) || (c.Shares != nil && *c.Shares > 0) {
-			out.CPU = &specs.LinuxCPU{Quota: c.Quota, Period: c.Period, Shares: c.Shares}
+		if (c.Quota != nil && *c.Quota > 0) || (c.Shares != nil && *c.Shares > 0) || c.Cpus != "" || c.Mems != "" {
+			out.CPU = &specs.LinuxCPU{Quota: c.Quota, Period: c.Period, Shares: c.Shares, Cpus: c.Cpus, Mems: c.Mems}
 			keep = true
 		}
-		if c.Cpus != "" || c.Mems != "" || c.RealtimeRuntime != nil || c.RealtimePeriod != nil || c.Idle != nil || c.Burst != nil {
-			t.refuse("linux.resources.cpu", "", "only quota, period and shares are supported")
+		if c.RealtimeRuntime != nil || c.RealtimePeriod != nil || c.Idle != nil || c.Burst != nil {
+			t.refuse("linux.resources.cpu", "", "only quota, period, shares, cpus and mems are supported")
 		}
 	}
-	if r.BlockIO != nil || len(r.HugepageLimits) > 0 || r.Network != nil || len(r.Rdma) > 0 || len(r.Unified) > 0 {
-		t.refuse("linux.resources", "", "only memory, pids and cpu are supported (blockIO, hugepageLimits, network, rdma and unified are not)")
+	if r.BlockIO != nil {
+		out.BlockIO = r.BlockIO
+		keep = true
+	}
+	if len(r.HugepageLimits) > 0 {
+		out.HugepageLimits = r.HugepageLimits
+		keep = true
+	}
+	if r.Network != nil || len(r.Rdma) > 0 || len(r.Unified) > 0 {
+		// net_cls and net_prio are v1 only, and rarely mounted (not here:
+		// runc fails on them too where they are not).
+		t.refuse("linux.resources", "", "only memory, pids, cpu, blockIO and hugepageLimits are supported (network, rdma and unified are not)")
 	}
 	if keep {
 		t.plan.Resources = &out

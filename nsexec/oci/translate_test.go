@@ -162,7 +162,7 @@ func TestTranslateRefuses(t *testing.T) {
 		}},
 		{"process.capabilities.permitted[0]", func(s *specs.Spec) { s.Process.Capabilities.Permitted = []string{"CAP_TELEPORT"} }},
 		{"process.apparmorProfile", func(s *specs.Spec) { s.Process.ApparmorProfile = "containers-default" }},
-		{"linux.resources", func(s *specs.Spec) { s.Linux.Resources.BlockIO = &specs.LinuxBlockIO{} }},
+		{"linux.resources", func(s *specs.Spec) { s.Linux.Resources.Network = &specs.LinuxNetwork{} }},
 		{"linux.resources.memory.disableOOMKiller", func(s *specs.Spec) {
 			yes := true
 			s.Linux.Resources.Memory = &specs.LinuxMemory{DisableOOMKiller: &yes}
