@@ -141,4 +141,3 @@ func TestNoUserNSModeChosenAndPooled(t *testing.T) {
 		}
 	}
 }
-
