@@ -160,7 +160,8 @@ type Config struct {
 	// the rung's seccomp filter and the policy's, no_new_privs, rlimits
 	// and a fresh environment, in the workdir at its host path with a
 	// TMPDIR of its own. The tool runs as the launcher's uid and gid
-	// (UID and GID are set to them); Rootfs, Egress, tmpfs mounts and
+	// (UID and GID are set to them); Rootfs, Egress (its egress is
+	// EgressTCP), tmpfs mounts and
 	// every field that needs a namespace are refused, and a bind is seen
 	// at its host path (its Destination must be its Source).
 	NoUserNS bool `json:"noUserNS,omitempty"`
