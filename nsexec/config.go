@@ -9,7 +9,7 @@ import (
 // ConfigVersion is the version of the Config wire format. The child refuses a
 // config of another version, so a parent and an init binary of different
 // builds fail loudly instead of half-applying a policy.
-const ConfigVersion = 19 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Umask; 14: ReadOnlyTopOnly; 15: Landlock; 16: NoProc, InheritHostname; 17: RootfsPropagation, Devices; 18: NoUserNS; 19: the wire's Reuse
+const ConfigVersion = 20 // 2: the wire's tasks (WithCgroupTasks); 3: its sources; 4: the init stays pid 1; 5: egress; 6: Cwd, ExactIDs; 7: the binary request (the C tail); 8: Groups, Caps, id-mapped mounts; 9: a writable root, sysfs, mqueue, sysctls, masks, joined namespaces; 10: handover and exec; 11: the tool check (WithToolCheck); 12: Terminal, the exec request's flags; 13: Umask; 14: ReadOnlyTopOnly; 15: Landlock; 16: NoProc, InheritHostname; 17: RootfsPropagation, Devices; 18: NoUserNS; 19: the wire's Reuse; 20: EgressTCP
 
 // Network modes.
 const (
@@ -160,10 +160,20 @@ type Config struct {
 	// the rung's seccomp filter and the policy's, no_new_privs, rlimits
 	// and a fresh environment, in the workdir at its host path with a
 	// TMPDIR of its own. The tool runs as the launcher's uid and gid
-	// (UID and GID are set to them); Rootfs, Egress, tmpfs mounts and
+	// (UID and GID are set to them); Rootfs, Egress (its egress is
+	// EgressTCP), tmpfs mounts and
 	// every field that needs a namespace are refused, and a bind is seen
 	// at its host path (its Destination must be its Source).
 	NoUserNS bool `json:"noUserNS,omitempty"`
+	// EgressTCP, in the no-userns rung only, is the one TCP port the tool
+	// may connect to (the proxy's on 127.0.0.1, egress.Proxy.OpenLoopback),
+	// 0 for none: the rung's Landlock domain allows a TCP connect to that
+	// port and binds nowhere (ABI NoUserNSEgressABI or later, else
+	// *EgressModeError), and the rung's filter lets TCP stream sockets be
+	// made, and nothing else of the network (nouserns_filter_linux.go). A
+	// Landlock rule names a port, not an address: the tool can reach that
+	// port number on any host it can route to.
+	EgressTCP uint16 `json:"egressTCP,omitempty"`
 	// InheritHostname leaves the sandbox's own uts namespace with the
 	// launcher's hostname instead of Hostname: where a seccomp filter
 	// around moat refuses sethostname (HostnameRefused), as a container

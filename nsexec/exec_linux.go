@@ -66,7 +66,7 @@ func (c *child) exec() error {
 		if err := c.restrictNoUserNS(c.tmpDir); err != nil {
 			return err
 		}
-		own, _ := noUserNSFilter() // normalize checked there is one
+		own, _ := noUserNSFilter(cfg.EgressTCP != 0) // normalize checked there is one
 		if err := seccomp.Load(own); err != nil {
 			return stepErr(StepSeccomp, "", "the "+string(ModeNoUserNS)+" filter", err)
 		}

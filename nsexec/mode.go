@@ -51,11 +51,15 @@ func (m Mode) Drops() []string {
 			"namespaces: none; the tool sees the host's processes and their command lines in /proc, its hostname, SysV IPC and message queues",
 			"identity: the tool runs as the launcher's uid, and what it writes is the launcher's",
 			"filesystem: Landlock is the wall (read and execute of the system directories, read of a fixed /etc list, the workdir and TMPDIR writable), the tool sees host paths",
-			"filter: chmod, chown, xattrs and set*id are refused, in the workdir too, and no socket can be made but a unix stream or seqpacket socketpair",
+			"filter: chmod, chown, xattrs and set*id are refused, in the workdir too, and no socket can be made but a unix stream or seqpacket socketpair (and a TCP one with egress)",
 		}
 	}
 	return nil
 }
+
+// NoUserNSEgressDrop is what egress in the no-userns rung (Config.EgressTCP)
+// drops of full mode's, where the proxy is the sandbox's only way out.
+const NoUserNSEgressDrop = "egress: the tool may open a TCP connection to the proxy's port number on any address it can route to, not to the proxy alone (a Landlock rule names a port, not an address); in full mode the proxy, with its exact allow-list, is the only way out"
 
 // HostnameDrop is what Config.InheritHostname drops of full mode, in any
 // rung (HostnameRefused).

@@ -25,7 +25,15 @@ import (
 //     whole (Process.Signal);
 //   - socket and socketpair of any family but AF_UNIX: EAFNOSUPPORT (UDP,
 //     raw, netlink, packet sockets reach the host's network, which no
-//     namespace holds here);
+//     namespace holds here). With egress (Config.EgressTCP) socket of
+//     AF_INET and AF_INET6 is allowed for a TCP stream (SOCK_STREAM,
+//     protocol 0 or IPPROTO_TCP), whose connect Landlock holds to the
+//     proxy's port, and a send with MSG_FASTOPEN, which Landlock does not
+//     see, is refused: EPERM; any other type or protocol of those
+//     families (UDP, ICMP, raw, SCTP, MPTCP): EPERM;
+//   - listen: EPERM. A TCP socket's listen(2) binds it to an ephemeral
+//     port on every address when it has none (inet_autobind), which
+//     Landlock's bind rule does not see: a server open to the network;
 //   - socket(AF_UNIX) too: EPERM. Landlock does not check a connect to a
 //     pathname unix socket (no file is opened), so a socket of the host
 //     (the user's systemd manager or D-Bus, an ssh agent, a container
@@ -63,7 +71,7 @@ var noUserNSRefusedCalls = []uintptr{
 	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
 	unix.SYS_SETUID, unix.SYS_SETGID, unix.SYS_SETREUID, unix.SYS_SETREGID,
 	unix.SYS_SETRESUID, unix.SYS_SETRESGID, unix.SYS_SETFSUID, unix.SYS_SETFSGID, unix.SYS_SETGROUPS,
-	unix.SYS_SETSID, unix.SYS_SETPGID,
+	unix.SYS_SETSID, unix.SYS_SETPGID, unix.SYS_LISTEN,
 	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
 	unix.SYS_BPF, unix.SYS_PERF_EVENT_OPEN, unix.SYS_USERFAULTFD,
 }
@@ -79,8 +87,9 @@ var noUserNSArchs = map[string][2]uint32{
 }
 
 // noUserNSFilter is the rung's filter for this architecture, or false
-// where it has none (the rung is then refused: Config.NoUserNS).
-func noUserNSFilter() (seccomp.Program, bool) {
+// where it has none (the rung is then refused: Config.NoUserNS); tcp lets
+// TCP stream sockets be made (Config.EgressTCP).
+func noUserNSFilter(tcp bool) (seccomp.Program, bool) {
 	a, ok := noUserNSArchs[runtime.GOARCH]
 	if !ok {
 		return nil, false
@@ -109,21 +118,64 @@ func noUserNSFilter() (seccomp.Program, bool) {
 	ld := func(off uint32) unix.SockFilter {
 		return unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: off}
 	}
+	arg := func(i uint32) unix.SockFilter { return ld(seccompDataArg0 + 8*i) }
+	typeOnly := unix.SockFilter{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: 0xf} // SOCK_TYPE_MASK: without SOCK_CLOEXEC, SOCK_NONBLOCK
+	allow := ret(unix.SECCOMP_RET_ALLOW)
 	noFamily := ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT))
-	return append(p,
-		/* 0 */ jeq(unix.SYS_SOCKET, 0, 4), // to 5
-		/* 1 */ ld(seccompDataArg0),
-		/* 2 */ jeq(unix.AF_UNIX, 0, 1), // to 4
-		/* 3 */ eperm, // socket(AF_UNIX)
-		/* 4 */ noFamily,
-		/* 5 */ jeq(unix.SYS_SOCKETPAIR, 0, 7), // to 13
-		/* 6 */ ld(seccompDataArg0),
-		/* 7 */ jeq(unix.AF_UNIX, 1, 0), // to 9
-		/* 8 */ noFamily,
-		/* 9 */ ld(seccompDataArg0+8), // the type, with SOCK_CLOEXEC and SOCK_NONBLOCK
-		/* 10 */ unix.SockFilter{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: 0xf},
-		/* 11 */ jeq(unix.SOCK_DGRAM, 0, 1), // to 13
-		/* 12 */ eperm,
-		/* 13 */ ret(unix.SECCOMP_RET_ALLOW),
-	), true
+	// when is "if nr == call { body }": every path of body returns, so
+	// the accumulator still holds nr after it.
+	when := func(call uintptr, body ...unix.SockFilter) {
+		p = append(p, jeq(uint32(call), 0, uint8(len(body))))
+		p = append(p, body...)
+	}
+	if tcp {
+		when(unix.SYS_SOCKET,
+			/* 0 */ arg(0),
+			/* 1 */ jeq(unix.AF_UNIX, 0, 1), // to 3
+			/* 2 */ eperm,
+			/* 3 */ jeq(unix.AF_INET, 1, 0), // to 5
+			/* 4 */ jeq(unix.AF_INET6, 0, 8), // to 13
+			/* 5 */ arg(1),
+			/* 6 */ typeOnly,
+			/* 7 */ jeq(unix.SOCK_STREAM, 0, 4), // to 12: UDP, raw, ICMP datagrams
+			/* 8 */ arg(2),
+			/* 9 */ jeq(0, 1, 0), // to 11
+			/* 10 */ jeq(unix.IPPROTO_TCP, 0, 1), // to 12: SCTP, MPTCP
+			/* 11 */ allow,
+			/* 12 */ eperm,
+			/* 13 */ noFamily,
+		)
+		// TCP Fast Open's implicit connect (tcp_sendmsg_fastopen) met no
+		// LSM connect hook when Landlock's TCP rules came (Linux 6.7,
+		// github.com/landlock-lsm/linux issue 41), so a kernel's connect
+		// rule may not see it (6.18 refuses it itself): a send with
+		// MSG_FASTOPEN is refused here whatever the kernel does.
+		// TCP_FASTOPEN_CONNECT goes through connect(2), which Landlock
+		// checks.
+		fastOpen := func(flags uint32) []unix.SockFilter {
+			return []unix.SockFilter{arg(flags),
+				{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: unix.MSG_FASTOPEN, Jt: 0, Jf: 1}, eperm, allow}
+		}
+		when(unix.SYS_SENDTO, fastOpen(3)...)
+		when(unix.SYS_SENDMSG, fastOpen(2)...)
+		when(unix.SYS_SENDMMSG, fastOpen(3)...)
+	} else {
+		when(unix.SYS_SOCKET,
+			/* 0 */ arg(0),
+			/* 1 */ jeq(unix.AF_UNIX, 0, 1), // to 3
+			/* 2 */ eperm, // socket(AF_UNIX)
+			/* 3 */ noFamily,
+		)
+	}
+	when(unix.SYS_SOCKETPAIR,
+		/* 0 */ arg(0),
+		/* 1 */ jeq(unix.AF_UNIX, 1, 0), // to 3
+		/* 2 */ noFamily,
+		/* 3 */ arg(1),
+		/* 4 */ typeOnly,
+		/* 5 */ jeq(unix.SOCK_DGRAM, 0, 1), // to 7
+		/* 6 */ eperm,
+		/* 7 */ allow,
+	)
+	return append(p, allow), true
 }

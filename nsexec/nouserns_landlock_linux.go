@@ -21,8 +21,10 @@ import (
 //   - every right beneath the workdir, the run's TMPDIR and the
 //     read-write binds;
 //
-// and nothing else. With ABI 4, TCP bind and connect are handled with no
-// rule, so refused on every port; with ABI 6, abstract unix sockets and
+// and nothing else. With ABI 4, TCP bind and connect are handled, and
+// refused on every port but Config.EgressTCP's, the proxy's, which the
+// tool may connect to (a rule names a port, on every address: see
+// EgressTCP); with ABI 6, abstract unix sockets and
 // signals are scoped to the domain (LANDLOCK_SCOPE_*): the tool reaches
 // neither a host process's abstract socket nor, by kill, a process
 // outside the sandbox.
@@ -92,6 +94,8 @@ func (c *child) restrictNoUserNS(tmp string) error {
 	attr := unix.LandlockRulesetAttr{Handled_access_fs: all}
 	if abi >= 4 {
 		attr.Handled_access_net = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+	} else if c.cfg.EgressTCP != 0 { // normalize refused it; no rule would hold it
+		return stepErr(StepLandlock, "", (&EgressModeError{Mode: ModeNoUserNS, Need: NoUserNSEgressABI, Have: abi}).Error(), unix.EOPNOTSUPP)
 	}
 	if abi >= 6 {
 		attr.Scoped = unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL
@@ -102,6 +106,11 @@ func (c *child) restrictNoUserNS(tmp string) error {
 	}
 	ruleset := int(fd)
 	defer unix.Close(ruleset)
+	if port := c.cfg.EgressTCP; port != 0 {
+		if err := addPortRule(ruleset, port, unix.LANDLOCK_ACCESS_NET_CONNECT_TCP); err != nil {
+			return stepErr(StepLandlock, "", fmt.Sprintf("landlock_add_rule for TCP port %d", port), err)
+		}
+	}
 	type rule struct {
 		path   string
 		access uint64
@@ -185,6 +194,28 @@ func (c *child) restrictNoUserNS(tmp string) error {
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
 		return stepErr(StepLandlock, "", "landlock_restrict_self", errno)
+	}
+	return nil
+}
+
+// landlockNetPortAttr is struct landlock_net_port_attr
+// (include/uapi/linux/landlock.h, packed: two __u64), which x/sys lacks.
+type landlockNetPortAttr struct {
+	allowedAccess uint64
+	port          uint64
+}
+
+// landlockRuleNetPort is LANDLOCK_RULE_NET_PORT.
+const landlockRuleNetPort = 2
+
+// addPortRule grants access (LANDLOCK_ACCESS_NET_*) on TCP port port, on
+// every address (landlock(7): the rule names no address).
+func addPortRule(ruleset int, port uint16, access uint64) error {
+	rule := landlockNetPortAttr{allowedAccess: access, port: uint64(port)}
+	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), landlockRuleNetPort,
+		uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+	if errno != 0 {
+		return errno
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package nsexec
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -54,6 +55,8 @@ func checkNoUserNS(c *Config) error {
 		return bad("rootfs", c.Rootfs, "needs a mount namespace; the tool sees the host's root")
 	case c.Egress != nil:
 		return &EgressModeError{Mode: ModeNoUserNS}
+	case c.EgressTCP != 0 && landlockABI() < NoUserNSEgressABI:
+		return &EgressModeError{Mode: ModeNoUserNS, Need: NoUserNSEgressABI, Have: landlockABI()}
 	case c.Sysfs:
 		return bad("sysfs", "true", "needs a mount namespace")
 	case c.Mqueue:
@@ -73,7 +76,7 @@ func checkNoUserNS(c *Config) error {
 	case c.Cwd != "" && c.Workdir == "":
 		return bad("cwd", c.Cwd, "is a path inside a sandbox's root; without a workdir the tool starts in /")
 	}
-	if _, ok := noUserNSFilter(); !ok {
+	if _, ok := noUserNSFilter(c.EgressTCP != 0); !ok {
 		return bad("noUserNS", "true", "has no filter written for this architecture")
 	}
 	for i, m := range c.Mounts {
@@ -92,14 +95,28 @@ func checkNoUserNS(c *Config) error {
 	return nil
 }
 
-// EgressModeError refuses egress in a rung that cannot hold it: in
-// no-userns the tool shares the host's network, so the relay to the
-// proxy would be one more door, not the only one.
-type EgressModeError struct{ Mode Mode }
+// EgressModeError refuses egress in a rung that cannot hold it. In
+// no-userns the tool shares the host's network: the unix socket of full
+// mode's forwarder (Config.Egress) is refused there, and the rung's own
+// (Config.EgressTCP, a TCP connect to the proxy's loopback port) needs
+// Landlock's TCP rules, ABI Need (NoUserNSEgressABI), where this kernel
+// has ABI Have; Need is 0 for the forwarder's refusal.
+type EgressModeError struct {
+	Mode       Mode
+	Need, Have int
+}
 
 func (e *EgressModeError) Error() string {
-	return "nsexec: egress is not supported in mode " + string(e.Mode) + " (the tool shares the host's network, whose only wall is Landlock's TCP rules and the rung's filter); run without egress, or where user namespaces are allowed"
+	if e.Need > 0 {
+		return fmt.Sprintf("nsexec: egress in mode %s needs Landlock ABI %d or later (TCP connect rules: Linux 6.7), and this kernel has ABI %d: the tool shares the host's network, whose only wall is Landlock's TCP rules and the rung's filter; run without egress, or where user namespaces are allowed", e.Mode, e.Need, e.Have)
+	}
+	return "nsexec: egress through a forwarder's unix socket is not supported in mode " + string(e.Mode) + " (the tool shares the host's network, whose only wall is Landlock's TCP rules and the rung's filter); use EgressTCP, the proxy's loopback port, or run where user namespaces are allowed"
 }
+
+// NoUserNSEgressABI is the lowest Landlock ABI the no-userns rung has
+// egress on: 4, the first that handles TCP bind and connect
+// (LANDLOCK_ACCESS_NET_*). A variable so that tests can raise it.
+var NoUserNSEgressABI = 4
 
 // spawnNoUserNS is spawn for the rung: no mapping, no namespace to join,
 // a TMPDIR of the run's own.

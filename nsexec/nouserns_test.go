@@ -446,7 +446,9 @@ func TestNoUserNSBelowLandlockABI(t *testing.T) {
 	})
 }
 
-// Egress is refused in the rung, with the typed error naming the mode.
+// The forwarder's Egress (a unix socket bound in, relayed by the init) is
+// refused in the rung, with the typed error naming the mode: its egress is
+// EgressTCP (TestNoUserNSEgressPortOnly).
 func TestNoUserNSRefusesEgress(t *testing.T) {
 	cfg := &Config{NoUserNS: true, Args: []string{"/bin/true"}, Network: NetworkLoopback, Egress: &Egress{Port: 3128, Socket: "/run/egress.sock"}}
 	_, err := Start(context.Background(), cfg, Stdio{})

@@ -285,6 +285,8 @@ func normalize(cfg *Config, deferred bool) (*Config, error) {
 		if err := checkNoUserNS(&c); err != nil {
 			return nil, err
 		}
+	} else if c.EgressTCP != 0 {
+		return nil, &ConfigError{Field: "egressTCP", Value: fmt.Sprint(c.EgressTCP), Reason: "is the no-userns rung's egress (NoUserNS); a sandbox with namespaces uses Egress"}
 	}
 	if err := checkPaths(&c); err != nil {
 		return nil, err

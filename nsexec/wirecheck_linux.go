@@ -76,6 +76,8 @@ func (w *wire) check() error {
 		return bad("tasks", unix.EPROTO, "%d is not 0 to %d", w.Tasks, maxTasks)
 	case w.Check && (!w.Deferred || len(c.Args) != 1 || c.Args[0] == ""):
 		return bad("check", unix.EPROTO, "is for a prepared sandbox, with the one name to resolve in config.args")
+	case c.EgressTCP != 0 && !c.NoUserNS:
+		return bad("config.egressTCP", unix.EPROTO, "is the no-userns rung's egress, and the config is not in it")
 	case w.Tail && (!w.Deferred || c.Egress != nil):
 		return bad("tail", unix.EPROTO, "is for a prepared sandbox without an egress forwarder only")
 	case (c.Rootfs != "") != (w.Sources.Rootfs != nil):

@@ -225,6 +225,11 @@ func (p *Proxy) Open(allow *Allowlist, attrs ...any) (*Sandbox, error) {
 		ln.Close()
 		return nil, fmt.Errorf("egress: chmod the socket: %w", err)
 	}
+	return p.start(allow, ln, path, attrs)
+}
+
+// start serves allow on ln, a listener of Open or OpenLoopback.
+func (p *Proxy) start(allow *Allowlist, ln net.Listener, path string, attrs []any) (*Sandbox, error) {
 	s := &Sandbox{proxy: p, allow: allow, ln: ln, path: path, logger: p.logger.With(attrs...),
 		sem: make(chan struct{}, p.maxConns), conns: map[net.Conn]struct{}{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -33,8 +33,8 @@ type Usage struct {
 type Sandbox struct {
 	proxy  *Proxy
 	allow  *Allowlist
-	ln     *net.UnixListener
-	path   string
+	ln     net.Listener // a unix socket's (Open) or a loopback port's (OpenLoopback)
+	path   string       // the unix socket's, "" for a loopback port
 	logger *slog.Logger
 	sem    chan struct{}
 
@@ -56,7 +56,8 @@ type Sandbox struct {
 	cancel context.CancelFunc
 }
 
-// Socket is the host path of the sandbox's unix socket, to bind into it.
+// Socket is the host path of the sandbox's unix socket, to bind into it
+// ("" for a sandbox of OpenLoopback).
 func (s *Sandbox) Socket() string { return s.path }
 
 // uidRange is first..first+count-1.
@@ -75,25 +76,35 @@ func (s *Sandbox) Admit(first, count uint32) { s.peers.Store(&uidRange{first, co
 // id connect; without this, such a user would reach the network with the
 // sandbox's allowlist, from this process's uid, and be counted as the
 // sandbox.
+// A loopback port's peer has no SO_PEERCRED: its uid is the owner of the
+// peer's socket (tcpPeerUID, loopback.go), and its pid unknown (0).
 func (s *Sandbox) admits(c net.Conn) (uid uint32, pid int32, ok bool) {
-	uc, isUnix := c.(*net.UnixConn)
-	if !isUnix {
+	switch conn := c.(type) {
+	case *net.UnixConn:
+		raw, err := conn.SyscallConn()
+		if err != nil {
+			return 0, 0, false
+		}
+		var cred *unix.Ucred
+		var cerr error
+		if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil || cerr != nil {
+			return 0, 0, false
+		}
+		uid, pid = cred.Uid, cred.Pid
+	case *net.TCPConn:
+		var err error
+		if uid, err = tcpPeerUID(conn); err != nil {
+			s.logger.Warn("egress denied: the peer's socket is not in /proc/net/tcp", "err", err)
+			return 0, 0, false
+		}
+	default:
 		return 0, 0, false
 	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return 0, 0, false
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil || cerr != nil {
-		return 0, 0, false
-	}
-	if cred.Uid == uint32(os.Geteuid()) {
-		return cred.Uid, cred.Pid, true
+	if uid == uint32(os.Geteuid()) {
+		return uid, pid, true
 	}
 	r := s.peers.Load()
-	return cred.Uid, cred.Pid, r != nil && cred.Uid >= r.first && uint64(cred.Uid) < uint64(r.first)+uint64(r.count)
+	return uid, pid, r != nil && uid >= r.first && uint64(uid) < uint64(r.first)+uint64(r.count)
 }
 
 // Usage returns the counters so far (final once Close returned).

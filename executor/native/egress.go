@@ -42,10 +42,17 @@ type egressRoute struct {
 	own   bool // started by the provider, stopped by its Close
 	allow *egress.Allowlist
 	usage func(*executor.Request, egress.Usage)
+	// loopback: the no-userns rung, which shares the host's network, so
+	// each sandbox gets a port of the proxy's on 127.0.0.1
+	// (egress.Proxy.OpenLoopback), the only TCP port its Landlock
+	// domain lets it connect to (nsexec.Config.EgressTCP), instead of a
+	// socket bound in and the init's forwarder.
+	loopback bool
 }
 
 // lowerEgress sets up the template's egress: lo up, the forwarder's port
-// and socket path. The per-sandbox socket is bound at each launch.
+// and socket path (the per-sandbox socket is bound at each launch); in
+// no-userns nothing, each launch has a port of its own.
 func lowerEgress(o *options, pol *policies.Policy, tmpl *nsexec.Config) (*egressRoute, error) {
 	if pol.Egress == nil {
 		return nil, nil
@@ -58,12 +65,15 @@ func lowerEgress(o *options, pol *policies.Policy, tmpl *nsexec.Config) (*egress
 		return nil, &executor.Error{Code: executor.CodeConfig, Message: fmt.Sprintf(
 			"native: policy %q has an egress section, but its seccomp profile refuses socket(AF_INET), which the tool needs to reach the proxy at 127.0.0.1:%d; use a policy whose filter allows AF_INET sockets (default, python, node, shell)", pol.Name, EgressPort)}
 	}
-	r := &egressRoute{proxy: o.egress, allow: allow, usage: o.onEgress}
+	r := &egressRoute{proxy: o.egress, allow: allow, usage: o.onEgress, loopback: tmpl.NoUserNS}
 	if r.proxy == nil {
 		if r.proxy, err = egress.New(egress.WithLogger(o.logger)); err != nil {
 			return nil, fmt.Errorf("native: start the egress proxy: %w", err)
 		}
 		r.own = true
+	}
+	if r.loopback {
+		return r, nil
 	}
 	tmpl.Network = nsexec.NetworkLoopback
 	tmpl.Egress = &nsexec.Egress{Port: EgressPort, Socket: EgressSocket}
@@ -78,8 +88,16 @@ func lowerEgress(o *options, pol *policies.Policy, tmpl *nsexec.Config) (*egress
 // its own from the range, and a process of another sandbox's id (or any
 // other id of the range) must not use this sandbox's allowlist, nor be
 // counted as it.
+//
+// In no-userns the sandbox's proxy is a port of its own on 127.0.0.1,
+// the tool's one TCP port (cfg.EgressTCP), named in the variables; the
+// tool runs as this process's uid, which the port admits.
 func (r *egressRoute) open(cfg *nsexec.Config, tool string) (*egress.Sandbox, nsexec.Option, error) {
-	sb, err := r.proxy.Open(r.allow, "tool", tool)
+	open := r.proxy.Open
+	if r.loopback {
+		open = r.proxy.OpenLoopback
+	}
+	sb, err := open(r.allow, "tool", tool)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -87,8 +105,13 @@ func (r *egressRoute) open(cfg *nsexec.Config, tool string) (*egress.Sandbox, ns
 		sb.Admit(id.UID, 1)
 		return nil
 	})
-	cfg.Mounts = append(slices.Clone(cfg.Mounts), specs.Mount{Source: sb.Socket(), Destination: EgressSocket, Type: "bind", Options: []string{"ro"}})
-	vars := egress.Env("127.0.0.1:" + strconv.Itoa(EgressPort))
+	addr := "127.0.0.1:" + strconv.Itoa(EgressPort)
+	if r.loopback {
+		cfg.EgressTCP, addr = sb.Port(), sb.Addr()
+	} else {
+		cfg.Mounts = append(slices.Clone(cfg.Mounts), specs.Mount{Source: sb.Socket(), Destination: EgressSocket, Type: "bind", Options: []string{"ro"}})
+	}
+	vars := egress.Env(addr)
 	env := slices.DeleteFunc(slices.Clone(cfg.Env), func(kv string) bool {
 		name, _, _ := strings.Cut(kv, "=")
 		return slices.ContainsFunc(vars, func(v string) bool { return strings.HasPrefix(v, name+"=") })
@@ -102,8 +125,12 @@ func attestEgress(r *egressRoute, pol *policies.Policy) *executor.EgressPolicy {
 	if r == nil {
 		return nil
 	}
-	return &executor.EgressPolicy{Allow: slices.Clone(pol.Egress.Allow), CIDRs: slices.Clone(pol.Egress.CIDRs),
-		Proxy: fmt.Sprintf("127.0.0.1:%d (HTTP CONNECT, HTTP, SOCKS5) to the host's filtering proxy", EgressPort)}
+	proxy := fmt.Sprintf("127.0.0.1:%d (HTTP CONNECT, HTTP, SOCKS5) to the host's filtering proxy", EgressPort)
+	if r.loopback {
+		proxy = "127.0.0.1, a port of each sandbox's own (HTTP CONNECT, HTTP, SOCKS5), the host's filtering proxy itself; " +
+			"Landlock allows a TCP connect to that port number only, on any address the tool can route to (a rule names a port, not an address)"
+	}
+	return &executor.EgressPolicy{Allow: slices.Clone(pol.Egress.Allow), CIDRs: slices.Clone(pol.Egress.CIDRs), Proxy: proxy}
 }
 
 func (l *launcher) egressUsage() func(*executor.Request, egress.Usage) {

@@ -85,9 +85,16 @@ func chooseMode(o *options, pol *policies.Policy) (modeChoice, error) {
 		if err := checkNoUserNS(); err != nil {
 			return modeChoice{}, &ModeError{Policy: pol.Name, Mode: mode, Reason: why, Err: err}
 		}
+		// Egress is a TCP connect to the proxy's loopback port, which
+		// Landlock holds from ABI 4 (nsexec.Config.EgressTCP), to that
+		// port number on any address: among the drops.
 		if pol.Egress != nil {
-			return modeChoice{}, &executor.Error{Code: executor.CodeConfig, Err: &nsexec.EgressModeError{Mode: mode},
-				Message: fmt.Sprintf("native: policy %q has an egress section: %v", pol.Name, &nsexec.EgressModeError{Mode: mode})}
+			if abi := nsexec.LandlockABI(); abi < nsexec.NoUserNSEgressABI {
+				ee := &nsexec.EgressModeError{Mode: mode, Need: nsexec.NoUserNSEgressABI, Have: abi}
+				return modeChoice{}, &executor.Error{Code: executor.CodeConfig, Err: ee,
+					Message: fmt.Sprintf("native: policy %q has an egress section: %v", pol.Name, ee)}
+			}
+			c.drops = append(c.drops, nsexec.NoUserNSEgressDrop)
 		}
 	} else if refused, hwhy := hostnameRefused(); refused {
 		c.inheritHostname, c.drops = true, append(c.drops, nsexec.HostnameDrop)

@@ -141,21 +141,3 @@ func TestNoUserNSModeChosenAndPooled(t *testing.T) {
 		}
 	}
 }
-
-// A policy with egress is refused in no-userns, where the tool shares
-// the host's network: an *nsexec.EgressModeError naming the mode.
-func TestNoUserNSRefusesEgress(t *testing.T) {
-	if nsexec.LandlockABI() < nsexec.NoUserNSMinABI {
-		return // the rung itself is refused first (TestNoUserNSModeChosenAndPooled)
-	}
-	pol, err := policies.Builtin("default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol.Egress = &policies.Egress{Allow: []string{"example.com:443"}}
-	_, err = native.New(native.WithPolicy(pol), native.WithMode(nsexec.ModeNoUserNS), native.WithoutCgroups())
-	var ee *nsexec.EgressModeError
-	if !errors.As(err, &ee) || ee.Mode != nsexec.ModeNoUserNS || !strings.Contains(err.Error(), "no-userns") {
-		t.Fatalf("egress in no-userns: %v, want an *nsexec.EgressModeError naming the mode", err)
-	}
-}
