@@ -58,6 +58,22 @@ fi
 [ -s "$tests/pkgs.txt" ] || { echo "vagrant-test: no test binaries in $tests" >&2; exit 1; }
 chmod -R a+rX "$tests"
 
+# podman (cmd/moat-runtime's TestPodmanSystemdCgroup), whose packages
+# build-image.sh stored in the box: installed here, in the booted guest,
+# since containers-common fails to configure under debootstrap and the
+# guest has no mirror. Once per guest; a failure is reported and the test
+# then fails on the missing podman (MOAT_REQUIRE_ALL=1).
+debs=/var/cache/moat-debs
+if [ -d "$debs" ] && ! command -v podman >/dev/null; then
+  t=$(date +%s)
+  if DEBIAN_FRONTEND=noninteractive dpkg -i "$debs"/*.deb >"$out/results/podman-install.log" 2>&1; then
+    echo "vagrant-test: podman installed from $debs in $(($(date +%s) - t)) s"
+  else
+    echo "vagrant-test: FAIL: installing podman from $debs:"
+    tail -20 "$out/results/podman-install.log"
+  fi
+fi
+
 {
   echo "kernel: $(uname -r) ($(uname -v))"
   echo "os: $(. /etc/os-release && echo "$PRETTY_NAME")"
@@ -68,6 +84,7 @@ chmod -R a+rX "$tests"
   echo "linger: $(loginctl show-user "$user" -p Linger 2>/dev/null)"
   echo "kernel.apparmor_restrict_unprivileged_userns = $(sysctl -n kernel.apparmor_restrict_unprivileged_userns 2>/dev/null || echo absent)"
   echo "python3: $(python3 --version 2>&1), node: $(node --version 2>&1)"
+  echo "podman: $(podman --version 2>&1)"
 } >"$out/results/facts.txt"
 
 apparmor_fail=0
