@@ -64,6 +64,7 @@ func TestPodmanSystemdCgroup(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(group, "/machine.slice/libpod-") || !strings.HasSuffix(group, ".scope") {
 		t.Fatalf("podman run --rm cat /proc/self/cgroup: exit %d, %q, want a /machine.slice/libpod-ID.scope: %s", code, out, errs)
 	}
+	t.Logf("podman run --rm: the init in %s", group)
 	waitGroupGone(t, group)
 
 	// Detached, with a memory limit: the scope is systemd's unit, with
@@ -93,6 +94,8 @@ func TestPodmanSystemdCgroup(t *testing.T) {
 	if s := string(show); err != nil || !strings.Contains(s, "ActiveState=active") || !strings.Contains(s, "Delegate=yes") ||
 		!strings.Contains(s, "ControlGroup="+group+"\n") {
 		t.Errorf("systemctl show %s: %v\n%s\nwant an active unit with Delegate=yes at %s", unit, err, s, group)
+	} else {
+		t.Logf("systemctl show %s: %s", unit, strings.ReplaceAll(strings.TrimSpace(s), "\n", ", "))
 	}
 	if v, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", group, "memory.max")); strings.TrimSpace(string(v)) != "67108864" {
 		t.Errorf("%s/memory.max = %q, %v, want 67108864 (--memory 64m)", group, v, err)
