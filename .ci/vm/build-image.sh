@@ -145,11 +145,8 @@ echo "vm-image: initramfs with ${#modorder[@]} modules: $(tr '\n' ' ' <"$ird/lib
 
 # 3. The root: minimal Debian 12 with the tests' run-time needs (busybox-
 # static and file: cmd/moat-runtime's test image, for its systemd driver
-# test). (podman
-# cannot be added to --include: its containers-common fails to configure
-# inside debootstrap.) The box adds what a booted, reachable Debian with
-# login sessions needs; nothing is installed at boot (the guest has no
-# mirror to reach).
+# test). The box adds what a booted, reachable Debian with login sessions
+# needs, and podman's packages to install at boot (4. below).
 root="$work/root"
 include=libseccomp2,python3,curl,nodejs,util-linux,procps,iproute2,kmod,busybox-static,file
 [ "$form" = box ] &&
@@ -194,6 +191,26 @@ if [ "$form" = vm ]; then
   echo "vm-image: built in $(($(date +%s) - t0)) s (kernel $kver, root ${size} MiB)"
   exit 0
 fi
+
+# 4. podman for the box (cmd/moat-runtime's TestPodmanSystemdCgroup, podman
+# --cgroup-manager systemd): its .debs and those of what it needs that the
+# root lacks, resolved by the host's apt against the root's dpkg status,
+# are stored in /var/cache/moat-debs and installed by vagrant-test.sh in
+# the booted guest. Not in debootstrap's --include: containers-common's
+# postinst fails to configure there (inside debootstrap's chroot, with no
+# init running), and the guest has no mirror to fetch from at boot. No
+# recommends: root podman with --network none needs neither slirp4netns,
+# uidmap nor buildah.
+debs="$root/var/cache/moat-debs"
+mkdir -p "$debs/partial"
+echo "vm-image: podman's packages for the box"
+apt-get -q -y --no-install-recommends -o Debug::NoLocking=1 \
+  -o Dir::State::status="$root/var/lib/dpkg/status" -o Dir::Cache::archives="$debs" \
+  install --download-only podman >"$work/podman-debs.log" 2>&1 ||
+  { tail -20 "$work/podman-debs.log" >&2; echo "vm-image: cannot download podman's packages" >&2; exit 1; }
+rm -rf "$debs/partial" "$debs/lock"
+ls "$debs"/podman_*.deb >/dev/null 2>&1 || { tail -20 "$work/podman-debs.log" >&2; echo "vm-image: no podman .deb downloaded" >&2; exit 1; }
+echo "vm-image: $(ls "$debs" | wc -l) packages, $(du -sm "$debs" | cut -f1) MiB in /var/cache/moat-debs"
 
 # The box. The user vagrant (uid 1000, the first user a Debian install
 # makes), sudo without a password as Vagrant expects, and a key pair made

@@ -51,7 +51,7 @@ REQUIRED = {
 # named here run in it.
 REQUIRED_SYSTEMD = {
     "root": {
-        "cmd_moat-runtime": ["TestSystemdCgroup"],
+        "cmd_moat-runtime": ["TestSystemdCgroup", "TestPodmanSystemdCgroup"],
     },
     "user": {
         "cgroups": ["TestSystemdScopeWithoutWrapper", "TestDelegatedCgroupUsedAsIs",
