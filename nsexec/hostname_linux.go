@@ -38,8 +38,11 @@ var hostnameRefused = sync.OnceValues(func() (bool, string) {
 
 // seccompMode is this process's Seccomp line of /proc/self/status (0
 // none, 1 strict, 2 filter), 2 when it cannot be read: a filter may be
-// there.
-func seccompMode() int {
+// there. It is read once per process (HostnameRefused and UserNSClear
+// both ask), as a filter once there stays.
+var seccompMode = sync.OnceValue(readSeccompMode)
+
+func readSeccompMode() int {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 2

@@ -31,6 +31,16 @@ var hostMode = sync.OnceValues(func() (Mode, string) {
 	if refused, why := UserNSRefused(); refused {
 		return ModeNoUserNS, why
 	}
+	return procMode()
+})
+
+// ProcMode is HostMode where a user namespace can be made: the rung the
+// mountinfo allows (full or no-proc), read once per process, with no
+// user namespace made. A caller that starts from it learns of a refused
+// user namespace from its first clone (UserNSVerdict).
+func ProcMode() (Mode, string) { return procMode() }
+
+var procMode = sync.OnceValues(func() (Mode, string) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		// No mountinfo: no procfs at all, which no sandbox can mount either.

@@ -268,7 +268,10 @@ func judgePolicy(name string, r *doctorReport) policyReport {
 	if pol.Seccomp != nil && !r.Seccomp.Usable {
 		return policyReport{Name: name, Status: "refused", Missing: []string{"seccomp"}}
 	}
-	p, err := native.New(native.WithPolicy(pol), native.WithSystemdBus(userBus()))
+	// The mode the probes decided (diagnoseMode), not a provisional full
+	// one that only a clone would lower (native's fallback.go).
+	m, _ := nsexec.HostMode()
+	p, err := native.New(native.WithPolicy(pol), native.WithSystemdBus(userBus()), native.WithMode(m))
 	if err != nil {
 		return policyReport{Name: name, Status: "refused", Missing: []string{err.Error()}}
 	}

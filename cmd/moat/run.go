@@ -157,7 +157,15 @@ Flags:
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithBinds(mounts...), native.WithLogger(logger))
+	opts := append(sandboxOptions(), native.WithPolicy(pol), native.WithBinds(mounts...), native.WithLogger(logger),
+		// Where New could not know the mode (it starts full and the first
+		// clone decides: native's fallback.go), it is said here, once,
+		// before the retried tool runs.
+		native.WithModeFallback(func(p executor.Posture) {
+			if w := modeWarning("moat run", p); w != "" {
+				fmt.Fprintln(stderr, w)
+			}
+		}))
 	if *cgroupParent != "" {
 		m, err := cgroups.New(cgroups.WithParent(*cgroupParent))
 		if err != nil {

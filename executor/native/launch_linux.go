@@ -32,11 +32,19 @@ type launcher struct {
 	logger     *slog.Logger
 	pool       *pool
 	egress     *egressRoute
-	mode       modeChoice // the rung and what it drops (mode.go)
-	reuse      int        // dispatches per pooled sandbox when above 1 (reuse_linux.go)
+	mode       modeChoice    // the rung and what it drops (mode.go)
+	reuse      int           // dispatches per pooled sandbox when above 1 (reuse_linux.go)
+	fall       *modeFallback // a provisional mode's way down (fallback.go)
 }
 
+// startSandbox is nsexec.Start, a variable for the tests of a clone that
+// fails.
+var startSandbox = nsexec.Start
+
 func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Process, error) {
+	if f := l.fall.current(); f != nil {
+		return f.l.Launch(ctx, in)
+	}
 	args := append([]string{in.Path}, in.Args...)
 	if l.pool != nil {
 		if e := l.pool.take(); e != nil && l.reuse > 1 {
@@ -77,12 +85,19 @@ func (l *launcher) Launch(ctx context.Context, in *executor.Launch) (executor.Pr
 		}
 		opts = append(opts, admit)
 	}
-	proc, err := nsexec.Start(ctx, &cfg, nsexec.Stdio{Stdin: in.Stdin, Stdout: in.Stdout, Stderr: in.Stderr}, opts...)
+	proc, err := startSandbox(ctx, &cfg, nsexec.Stdio{Stdin: in.Stdin, Stdout: in.Stdout, Stderr: in.Stderr}, opts...)
 	if err != nil {
 		if sb != nil {
 			sb.Close()
 		}
 		l.deleteLeaf(leaf)
+		// A provisional full mode learns here that no user namespace can
+		// be made, and retries once in no-userns (fallback.go).
+		if nl, ferr := l.fallBack(err); ferr != nil {
+			return nil, setupError(in.Request.Tool, ferr)
+		} else if nl != nil {
+			return nl.Launch(ctx, in)
+		}
 		return nil, startError(in.Request.Tool, err)
 	}
 	p := l.process(proc, leaf, in.Request)

@@ -79,17 +79,8 @@ func lower(o *options) (*launcher, executor.Config, error) {
 		Network: pol.Network,
 		TmpSize: tmp,
 		Rlimits: pol.Rlimits,
-		// The second wall wherever the kernel has it (landlock_linux.go
-		// in nsexec says what it grants), from ABI 2 (Linux 5.19): ABI 1
-		// refuses every rename or link into another directory.
-		Landlock: !o.noLandlock && nsexec.LandlockABI() >= 2 && mode.mode != nsexec.ModeNoUserNS,
-		// The rung below full where the kernel refuses a procfs (mode.go).
-		NoProc:          mode.mode == nsexec.ModeNoProc,
-		InheritHostname: mode.inheritHostname,
-		// The rung with no namespace, where none can be made: Landlock is
-		// its wall (nsexec's nouserns_linux.go), not a second one.
-		NoUserNS: mode.mode == nsexec.ModeNoUserNS,
 	}
+	lowerMode(&tmpl, o, mode)
 	if pol.Rootfs != "" && pol.Rootfs != policies.RootfsHost {
 		tmpl.Rootfs = pol.Rootfs
 	}

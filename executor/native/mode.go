@@ -58,14 +58,25 @@ type modeChoice struct {
 	why             string
 	drops           []string
 	inheritHostname bool
+	// provisional: no user namespace was made to choose full, and the
+	// first clone the kernel refuses one lowers it (fallback.go).
+	provisional bool
 }
 
 // chooseMode is the mode the provider's sandboxes run in: the host's, or
 // the weaker one WithMode asks, checked against the policy's
 // requires.mode ("full" also refuses a hostname that is not the
-// sandbox's own).
+// sandbox's own). A provisional full one may still fall to no-userns
+// at the first clone (startMode says when, fallback.go how).
 func chooseMode(o *options, pol *policies.Policy) (modeChoice, error) {
-	mode, why := hostMode()
+	mode, why, provisional := startMode(o, pol)
+	c, err := chooseFrom(o, pol, mode, why)
+	c.provisional = provisional
+	return c, err
+}
+
+// chooseFrom is chooseMode from mode, the rung the host allows, and why.
+func chooseFrom(o *options, pol *policies.Policy, mode nsexec.Mode, why string) (modeChoice, error) {
 	if o.mode != "" {
 		if o.mode.Rank() < 0 {
 			return modeChoice{}, fmt.Errorf("native: WithMode %q is not a mode; use one of %v", o.mode, nsexec.Modes)
@@ -109,10 +120,28 @@ func chooseMode(o *options, pol *policies.Policy) (modeChoice, error) {
 	return c, nil
 }
 
-// hostMode and hostnameRefused are nsexec's, variables for the tests of a
-// host that has only a weaker mode.
+// lowerMode sets what the rung changes of the sandbox's config.
+func lowerMode(tmpl *nsexec.Config, o *options, mode modeChoice) {
+	// The second wall wherever the kernel has it (landlock_linux.go in
+	// nsexec says what it grants), from ABI 2 (Linux 5.19): ABI 1
+	// refuses every rename or link into another directory.
+	tmpl.Landlock = !o.noLandlock && nsexec.LandlockABI() >= 2 && mode.mode != nsexec.ModeNoUserNS
+	// The rung below full where the kernel refuses a procfs (mode.go).
+	tmpl.NoProc = mode.mode == nsexec.ModeNoProc
+	tmpl.InheritHostname = mode.inheritHostname
+	// The rung with no namespace, where none can be made: Landlock is its
+	// wall (nsexec's nouserns_linux.go), not a second one.
+	tmpl.NoUserNS = mode.mode == nsexec.ModeNoUserNS
+}
+
+// hostMode, procMode, userNSClear, userNSRefused and hostnameRefused are
+// nsexec's, variables for the tests of a host that has only a weaker
+// mode, or whose refusal only the clone sees.
 var (
 	hostMode        = nsexec.HostMode
+	procMode        = nsexec.ProcMode
+	userNSClear     = nsexec.UserNSClear
+	userNSRefused   = nsexec.UserNSRefused
 	hostnameRefused = nsexec.HostnameRefused
 	checkNoUserNS   = nsexec.CheckNoUserNS
 )

@@ -56,6 +56,7 @@ type options struct {
 	noLandlock bool
 	mode       nsexec.Mode
 	reuse      int // WithReuse
+	onFallback func(executor.Posture)
 }
 
 // WithSeccompStore keeps the policy's compiled seccomp program in dir
@@ -277,7 +278,12 @@ func New(opts ...Option) (*Provider, error) {
 	if l.reuse > 1 {
 		n.Reuse = &executor.Reuse{Dispatches: l.reuse}
 	}
-	return &Provider{pipeline: p, launcher: l, native: n}, nil
+	prov := &Provider{pipeline: p, launcher: l, native: n}
+	if l.mode.provisional {
+		l.fall = newModeFallback(&o, l)
+		l.fall.posture = prov.Posture
+	}
+	return prov, nil
 }
 
 // Dispatch runs one tool call in a fresh sandbox.

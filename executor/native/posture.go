@@ -107,7 +107,7 @@ func (p *Provider) Posture() executor.Posture {
 		Network:      p.network(),
 		ReadOnlyRoot: true,
 		CapDrop:      []string{"ALL"},
-		Native:       p.native,
+		Native:       p.nativeIsolation(),
 	})
 }
 
