@@ -64,6 +64,8 @@ func runHelper(mode, arg string) int {
 		return 3
 	}
 	switch mode {
+	case "devices":
+		return devHelper(arg)
 	case "hog":
 		n, _ := strconv.Atoi(arg)
 		var keep [][]byte

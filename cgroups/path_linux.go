@@ -65,8 +65,8 @@ var pathV2Extra = []string{"cpuset", "io", "hugetlb"}
 
 // CreatePath creates the cgroup at path (see above) with the limits of
 // res (memory, pids, cpu, the extras runc's cgroupfs driver writes too:
-// extras.go, and on cgroup v1 the device rules of res.Devices, in their
-// order) and returns it as a Leaf, which Delete
+// extras.go, and the device rules of res.Devices, in their order: v1's
+// devices files, v2's device program, devfilter_linux.go) and returns it as a Leaf, which Delete
 // removes together with the levels CreatePath made. A limit res asks for
 // that this host cannot enforce there is a *RequiredError. WithHost and
 // WithLogger apply; other options are ignored.
@@ -92,7 +92,7 @@ func CreatePath(path string, res *specs.LinuxResources, opts ...Option) (*Leaf, 
 	case h.Layout == V1 || h.Layout == Hybrid:
 		l, err = createV1Path(h, path, lim, ext, devices)
 	case h.Layout == Unified:
-		l, err = createV2Path(h, path, lim, ext)
+		l, err = createV2Path(h, path, lim, ext, devices, c.log)
 	default:
 		err = &DelegationError{Reason: "no cgroup filesystem is mounted", Fix: fixHint}
 	}
@@ -446,7 +446,7 @@ func deviceRule(r specs.LinuxDeviceCgroup) string {
 	return typ + " " + num(r.Major) + ":" + num(r.Minor) + " " + access
 }
 
-func createV2Path(h *Host, path string, lim limits, ext extras) (*Leaf, error) {
+func createV2Path(h *Host, path string, lim limits, ext extras, devices []specs.LinuxDeviceCgroup, log *slog.Logger) (*Leaf, error) {
 	mounts, dirs, err := pathDirs(h, path)
 	if err != nil {
 		return nil, err
@@ -507,6 +507,19 @@ func createV2Path(h *Host, path string, lim limits, ext extras) (*Leaf, error) {
 		return fail(err)
 	}
 	l.fdNum = fd
+	if len(devices) > 0 {
+		// Without CAP_BPF or CAP_SYS_ADMIN no device program loads; as
+		// runc does in a user namespace, the rules then go unenforced
+		// (the host nodes' own modes still apply) and the log says so.
+		var de *DeviceProgramError
+		switch err := setDeviceProgram(fd, devices); {
+		case errors.As(err, &de) && errors.Is(err, unix.EPERM) && os.Geteuid() != 0:
+			log.Warn("linux.resources.devices not enforced: loading a cgroup v2 device program needs CAP_BPF or CAP_SYS_ADMIN", "path", path, "err", err)
+		case err != nil:
+			unix.Close(fd)
+			return fail(fmt.Errorf("linux.resources.devices: %w", err))
+		}
+	}
 	return &Leaf{id: path, ops: l, made: made, atPath: true}, nil
 }
 

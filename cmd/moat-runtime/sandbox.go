@@ -144,8 +144,8 @@ func wantedLimits(res *specs.LinuxResources) []cgroups.Limit {
 }
 
 // pathCgroup creates the group at linux.cgroupsPath as runc's cgroupfs
-// driver places it (cgroups.CreatePath), with the limits of res and, on
-// cgroup v1, the config's device rules followed by those of moat's own
+// driver places it (cgroups.CreatePath), with the limits of res and the
+// config's device rules (v1's files, v2's device program) followed by those of moat's own
 // /dev (devDevices), as runc appends its default devices to the config's:
 // an engine's deny-all must not take /dev/null from the container. A path
 // moat refuses (cgroups.PathError: "..", a symlink or mount on the way, a
