@@ -54,10 +54,12 @@ func TestDoctorModeAgreesWhereNoSandboxStarts(t *testing.T) {
 	out, errs := doctor()
 	var userns, mode string
 	for _, l := range strings.Split(out, "\n") {
+		// The first such lines are the layers'; a problem's wrapped text
+		// may start with the same word later.
 		switch f := strings.Fields(l); {
-		case len(f) > 1 && f[0] == "userns":
+		case len(f) > 1 && f[0] == "userns" && userns == "":
 			userns = f[1]
-		case len(f) > 1 && f[0] == "mode":
+		case len(f) > 1 && f[0] == "mode" && mode == "":
 			mode = l
 		}
 	}
