@@ -324,11 +324,17 @@ func TestFloodIsCappedPerSandbox(t *testing.T) {
 }
 
 // peerClient connects to a sandbox's socket as another host user (a
-// python3 child as uid 65534), sends req, and returns what came back.
+// python3 child as uid 65534), sends argv[2], and prints what came back.
+// argv[1] is the unix socket's path, or "tcp:PORT" for a loopback port
+// (OpenLoopback).
 const peerClient = `import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
-s.connect(sys.argv[1])
+a = sys.argv[1]
+if a.startswith("tcp:"):
+    s = socket.create_connection(("127.0.0.1", int(a[4:])), timeout=10)
+else:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(a)
 got = b""
 try:
     s.sendall(sys.argv[2].encode())

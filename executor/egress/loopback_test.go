@@ -17,23 +17,6 @@ import (
 	"github.com/moat-sandbox/moat/conformance/testenv"
 )
 
-// tcpPeerClient is peerClient for a loopback port: it connects to
-// 127.0.0.1:argv[1], sends argv[2] and prints what came back.
-const tcpPeerClient = `import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-got = b""
-try:
-    s.sendall(sys.argv[2].encode())
-    while True:
-        d = s.recv(4096)
-        if not d:
-            break
-        got += d
-except OSError:
-    pass
-sys.stdout.write(got.decode(errors="replace"))
-`
-
 // TestLoopbackOnlyTheSandboxMayConnect: a sandbox's loopback port
 // (OpenLoopback, the no-userns rung's proxy) serves a peer whose socket is
 // this process's uid, the sandbox's in that rung, and refuses one of
@@ -93,7 +76,7 @@ func TestLoopbackOnlyTheSandboxMayConnect(t *testing.T) {
 
 	ask := func() string {
 		t.Helper()
-		cmd := exec.Command(python, "-c", tcpPeerClient, strings.TrimPrefix(s.Addr(), "127.0.0.1:"),
+		cmd := exec.Command(python, "-c", peerClient, "tcp:"+strings.TrimPrefix(s.Addr(), "127.0.0.1:"),
 			"GET http://"+host+"/ HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		out, err := cmd.Output()
