@@ -108,20 +108,7 @@ func TestNoUserNSEgressPortOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer sb.Close()
-		other, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer other.Close()
-		go func() {
-			for {
-				c, err := other.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		other := closingListener(t, "tcp", "127.0.0.1:0")
 		args := []string{strconv.Itoa(int(sb.Port())), target, strconv.Itoa(other.Addr().(*net.TCPAddr).Port)}
 		cfg.EgressTCP = sb.Port()
 		cfg.Args = append(cfg.Args, args...)

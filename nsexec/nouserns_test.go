@@ -188,56 +188,17 @@ func TestNoUserNSWallsOffTheHost(t *testing.T) {
 			os.Symlink(filepath.Join(out, "secret"), filepath.Join(cfg.Workdir, "link"))
 		}
 		mkfiles()
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		l := closingListener(t, "tcp", "127.0.0.1:0")
 		// A pathname socket of the host, as a user's systemd manager,
 		// D-Bus or ssh agent has, and a datagram one (/dev/log's kind).
-		ul, err := net.Listen("unix", filepath.Join(out, "host.sock"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ul.Close()
-		go func() {
-			for {
-				c, err := ul.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		closingListener(t, "unix", filepath.Join(out, "host.sock"))
 		ud, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: filepath.Join(out, "host.dgram"), Net: "unixgram"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ud.Close()
 		name := "moat-test-nouserns-" + strconv.Itoa(os.Getpid())
-		al, err := net.Listen("unix", "@"+name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer al.Close()
-		go func() {
-			for {
-				c, err := al.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		closingListener(t, "unix", "@"+name)
 		sleeper := func() *exec.Cmd {
 			s := exec.Command("/bin/sleep", "60")
 			if err := s.Start(); err != nil {
@@ -456,4 +417,26 @@ func TestNoUserNSRefusesEgress(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Mode != ModeNoUserNS || !strings.Contains(err.Error(), string(ModeNoUserNS)) {
 		t.Fatalf("got %v, want an *EgressModeError naming %s", err, ModeNoUserNS)
 	}
+}
+
+// closingListener listens on addr (network as net.Listen takes it) and
+// hangs up on every connection until the test ends: a peer that a
+// sandbox's connect must not reach, or must reach and nothing more.
+func closingListener(t *testing.T, network, addr string) net.Listener {
+	t.Helper()
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l
 }
